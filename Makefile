@@ -1,0 +1,68 @@
+# sparkfleet — developer and CI entry points.
+# `make demo` runs the main job on the lab; `make test` runs every test (what CI calls).
+# Area-specific targets live in mk/*.mk; each appends its test target to TEST_TARGETS.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+VENV := $(ROOT)/.venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.sparkfleet-setup
+PYTHON ?= python3
+TOPOLOGY ?= tp3
+INVENTORIES := $(sort $(wildcard inventories/*/hosts.yml))
+BUILD := $(ROOT)/build
+export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
+export PATH := $(BIN):$(PATH)
+
+TEST_TARGETS := lint unit syntax render-check
+
+.PHONY: help setup test lint unit syntax render-check render validate clean
+
+help: ## List the targets
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sort | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
+
+setup: $(STAMP) ## Create .venv/ with the pinned toolchain (idempotent)
+
+$(STAMP): requirements-dev.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements-dev.txt
+	@touch $@
+
+lint: setup ## yamllint + ansible-lint (production profile, offline)
+	$(BIN)/yamllint -s .
+	$(BIN)/ansible-lint --offline -q
+
+unit: setup ## pytest: filters, modules, module_utils, stand-in server, bench
+	$(PY) -m pytest -q tests
+
+syntax: setup ## --syntax-check of every playbook against every shipped inventory
+	@for inv in $(INVENTORIES); do \
+	  for pb in site.yml playbooks/*.yml; do \
+	    $(BIN)/ansible-playbook -i $$(dirname $$inv) --syntax-check $$pb >/dev/null || { echo "syntax: $$pb with $$inv"; exit 1; }; \
+	  done; echo "syntax ok: $$(dirname $$inv)"; \
+	done
+
+render-check: setup ## validate + render every shipped and test inventory and check the files
+	$(PY) -m pytest -q tests/render
+
+validate: setup ## Validate one inventory: make validate INV=inventories/tp3-triangle
+	$(BIN)/ansible-playbook -i $(or $(INV),inventories/tp3-triangle) playbooks/validate.yml
+
+render: setup ## Render the plan of one inventory: make render INV=... DIR=...
+	$(BIN)/ansible-playbook -i $(or $(INV),inventories/tp3-triangle) playbooks/render.yml \
+	  -e spark_render_dir=$(or $(DIR),$(BUILD)/render/$(notdir $(or $(INV),inventories/tp3-triangle)))
+	@echo "rendered: $(or $(DIR),$(BUILD)/render/$(notdir $(or $(INV),inventories/tp3-triangle)))"
+
+-include $(sort $(wildcard mk/*.mk))
+
+test: ## Run every test (CI)
+	@for t in $(TEST_TARGETS); do echo "=== make $$t"; $(MAKE) --no-print-directory $$t; done
+	@echo "make test: all of $(TEST_TARGETS) passed"
+
+clean: ## Remove build artifacts (keeps .venv)
+	rm -rf $(BUILD) .cache .pytest_cache
