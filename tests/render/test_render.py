@@ -1,0 +1,147 @@
+"""validate.yml and render.yml run for real against shipped, test-only and broken inventories."""
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from reference_tables import PAIR, RING, TRIANGLE
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAYBOOK = ROOT / ".venv" / "bin" / "ansible-playbook"
+ENV = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks",
+           ANSIBLE_STDOUT_CALLBACK="default")
+
+
+def play(inventory: Path, playbook: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(PLAYBOOK), "-i", str(inventory), str(ROOT / "playbooks" / playbook), *extra],
+                          cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=180)
+
+
+def render(inventory: Path, out: Path) -> dict[str, Any]:
+    result = play(inventory, "render.yml", "-e", f"spark_render_dir={out}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return json.loads((out / "plan.json").read_text())
+
+
+def rows(plan: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return [(n["host"], n["rank"], i["netdev"], i["rdma"], i["peer_host"], i["address"])
+            for n in plan["nodes"] for i in n["interfaces"]]
+
+
+def env_file(path: Path) -> dict[str, str]:
+    lines = [ln for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
+    return dict(ln.split("=", 1) for ln in lines)
+
+
+@pytest.mark.parametrize("name,expected", [("tp3-triangle", TRIANGLE), ("tp4-ring", RING), ("tp2-pair", PAIR)])
+def test_shipped_inventory_renders_the_reference_plan(tmp_path: Path, name: str, expected: list[Any]) -> None:
+    out = tmp_path / "render"
+    plan = render(ROOT / "inventories" / name, out)
+    assert rows(plan) == expected
+    hosts = [n["host"] for n in plan["nodes"]]
+    written = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert written == sorted(["plan.json"] + [f"{h}/{f}" for h in hosts for f in ("netplan.yaml", "nccl.env")])
+    for node in plan["nodes"]:
+        netplan_path = out / node["host"] / "netplan.yaml"
+        assert stat.S_IMODE(netplan_path.stat().st_mode) == 0o600
+        doc = yaml.safe_load(netplan_path.read_text())
+        eth = doc["network"]["ethernets"]
+        assert doc["network"]["version"] == 2
+        assert "enP7s7" not in eth
+        assert {k: v["addresses"] for k, v in eth.items()} == {i["netdev"]: [i["address"]] for i in node["interfaces"]}
+        for settings in eth.values():
+            assert settings["mtu"] == 9000
+            assert settings["dhcp4"] is False and settings["dhcp6"] is False
+            assert settings["accept-ra"] is False and settings["link-local"] == []
+        env = env_file(out / node["host"] / "nccl.env")
+        assert env["NCCL_IB_HCA"] == "=" + ",".join(sorted(i["rdma"] for i in node["interfaces"]))
+        assert env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"] == env["TP_SOCKET_IFNAME"] == "enP7s7"
+        assert env["VLLM_HOST_IP"] == node["mgmt_address"]
+
+
+def test_ring_env_is_the_tp4_profile(tmp_path: Path) -> None:
+    render(ROOT / "inventories" / "tp4-ring", tmp_path)
+    env = env_file(tmp_path / "dgx2" / "nccl.env")
+    assert env["NCCL_ALGO"] == "Ring" and env["NCCL_SWITCHLESS_BIDIRECTIONAL"] == "2"
+    assert env["NCCL_THREAD_THRESHOLDS"] == "-2 -2 -2 1 1 1"
+    assert json.loads(env["SPARKNET_ROCE_PEER_HCAS"]) == {"2": ["rocep1s0f0", "roceP2p1s0f0"],
+                                                          "0": ["rocep1s0f1", "roceP2p1s0f1"]}
+
+
+def test_host_vars_inventory(tmp_path: Path) -> None:
+    plan = render(ROOT / "tests" / "inventories" / "ring5-hostvars", tmp_path)
+    assert plan["topology"] == "ring"
+    first = plan["nodes"][0]
+    assert (first["host"], first["node_id"], first["mgmt_address"], first["mgmt_interface"]) == (
+        "spark-a", 2, "172.30.0.10", "eno1")
+    # The closing cable joins rank 4 (node 9) and rank 0 (node 2): subnet 172.29.1.0/24.
+    assert first["interfaces"][2]["address"] == "172.29.1.2/24"
+    doc = yaml.safe_load((tmp_path / "spark-a" / "netplan.yaml").read_text())
+    assert doc["network"]["renderer"] == "networkd"
+    env = env_file(tmp_path / "spark-c" / "nccl.env")
+    assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_ALGO"] == "Ring"
+    assert not [k for k in env if k.startswith("SPARKNET_")]
+
+
+def test_inline_inventory_with_custom_ports(tmp_path: Path) -> None:
+    plan = render(ROOT / "tests" / "inventories" / "triangle-inline", tmp_path)
+    assert [n["host"] for n in plan["nodes"]] == ["node-a", "node-b", "node-c"]
+    node_c = plan["nodes"][2]
+    assert [(i["netdev"], i["rdma"], i["address"]) for i in node_c["interfaces"]] == [
+        ("cx0a", "mlx5_0", "11.13.1.3/24"), ("cx0b", "mlx5_1", "11.13.2.3/24"),
+        ("cx1a", "mlx5_2", "11.23.1.3/24"), ("cx1b", "mlx5_3", "11.23.2.3/24")]
+    env = env_file(tmp_path / "node-c" / "nccl.env")
+    assert env["NCCL_IB_HCA"] == "=mlx5_0,mlx5_1,mlx5_2,mlx5_3"
+    assert env["NCCL_IB_GID_INDEX"] == "5"
+
+
+def write_inventory(path: Path, hosts: dict[str, dict[str, Any]], group: dict[str, Any]) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "hosts.yml").write_text(yaml.safe_dump({"spark": {"hosts": hosts, "vars": group}}))
+    return path
+
+
+def triangle_hosts() -> dict[str, dict[str, Any]]:
+    return {f"n{r}": {"ansible_host": f"10.1.0.{r + 1}", "spark_rank": r} for r in range(3)}
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda h, g: g.update(spark_topology="star"), "host n0: spark_topology must be one of pair, triangle, ring"),
+    (lambda h, g: g.update(spark_topology="ring"), "spark_topology ring needs 4-9 hosts in group spark, found 3"),
+    (lambda h, g: h["n2"].update(spark_rank=0), "hosts n0, n2: spark_rank 0 is duplicated"),
+    (lambda h, g: h["n1"].update(spark_rank="one"), "host n1: spark_rank must be an integer"),
+    (lambda h, g: h["n1"].update(spark_node_id=12), "host n1: spark_node_id must be within 1-9, got 12"),
+    (lambda h, g: h["n2"].update(ansible_host="10.1.0.1"), "hosts n0, n2: spark_mgmt_address 10.1.0.1 is duplicated"),
+    (lambda h, g: g.update(spark_fabric_prefix=256), "host n0: spark_fabric_prefix must be a first octet"),
+    (lambda h, g: g.update(spark_fabric_ports=[{"port": 0, "paths": []}]), "host n0: spark_fabric_ports port 0 must define paths 1 and 2"),
+])
+def test_validate_refuses_bad_inventories(tmp_path: Path, change: Any, message: str) -> None:
+    hosts, group = triangle_hosts(), {"spark_topology": "triangle"}
+    change(hosts, group)
+    inventory = write_inventory(tmp_path / "inv", hosts, group)
+    result = play(inventory, "validate.yml")
+    assert result.returncode != 0
+    assert message in result.stdout, result.stdout
+    out = tmp_path / "out"
+    assert play(inventory, "render.yml", "-e", f"spark_render_dir={out}").returncode != 0
+    assert not out.exists(), "render must write nothing for an invalid inventory"
+
+
+def test_render_requires_an_output_directory() -> None:
+    result = play(ROOT / "inventories" / "tp3-triangle", "render.yml")
+    assert result.returncode != 0
+    assert "Set the output directory: -e spark_render_dir=DIR" in result.stdout
+
+
+def test_validate_passes_every_shipped_inventory() -> None:
+    for inventory in sorted((ROOT / "inventories").iterdir()):
+        result = play(inventory, "validate.yml")
+        assert result.returncode == 0, f"{inventory.name}: {result.stdout}"
+        assert "Inventory valid" in result.stdout
