@@ -20,7 +20,7 @@ export PATH := $(BIN):$(PATH)
 
 TEST_TARGETS := lint unit syntax render-check
 
-.PHONY: help setup test lint unit syntax render-check render validate clean
+.PHONY: help setup test lint unit syntax render-check render validate demo clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sort | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
@@ -57,6 +57,14 @@ render: setup ## Render the plan of one inventory: make render INV=... DIR=...
 	$(BIN)/ansible-playbook -i $(or $(INV),inventories/tp3-triangle) playbooks/render.yml \
 	  -e spark_render_dir=$(or $(DIR),$(BUILD)/render/$(notdir $(or $(INV),inventories/tp3-triangle)))
 	@echo "rendered: $(or $(DIR),$(BUILD)/render/$(notdir $(or $(INV),inventories/tp3-triangle)))"
+
+DEMO_INVENTORY = inventories/$(patsubst tp2,tp2-pair,$(patsubst tp3,tp3-triangle,$(patsubst tp4,tp4-ring,$(TOPOLOGY))))
+
+demo: setup ## The main job: validate and render the TOPOLOGY (tp3|tp4|tp2) plan, print where it is
+	@echo "== sparkfleet demo: $(DEMO_INVENTORY)"
+	$(BIN)/ansible-playbook -i $(DEMO_INVENTORY) playbooks/render.yml -e spark_render_dir=$(BUILD)/demo/$(TOPOLOGY)
+	@echo "== plan: $(BUILD)/demo/$(TOPOLOGY)/plan.json"
+	@echo "== per node: $$(ls -d $(BUILD)/demo/$(TOPOLOGY)/*/ | tr '\n' ' ')"
 
 -include $(sort $(wildcard mk/*.mk))
 
