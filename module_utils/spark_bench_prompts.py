@@ -74,7 +74,8 @@ def source_text(n_chars: int, seed: int) -> str:
 def text_of_chars(kind: str, n_chars: int, seed: int) -> str:
     """A text of about n_chars of the given kind (filler or source)."""
     if kind == "filler":
-        return filler_text(max(1, n_chars // 6), offset=seed)
+        text = filler_text(max(1, n_chars // 5 + 1), offset=seed)[:n_chars]
+        return text.rsplit(" ", 1)[0] if " " in text else text
     if kind == "source":
         return source_text(n_chars, seed)
     raise ValueError(f"unknown prefill text {kind!r} (expected filler or source)")

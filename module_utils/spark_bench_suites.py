@@ -284,6 +284,7 @@ class Runner:
         self.baseline: Optional[dict[str, Any]] = None
         self.max_model_len: Optional[int] = None
         self.tokens_per_char: dict[str, float] = {}
+        self.has_tokenize: Optional[bool] = None
         self.client: BenchClient
         self.hygiene: Hygiene
 
@@ -464,11 +465,12 @@ class Runner:
             self.report["discarded_samples"].append({"point": f"{case}-c{conc}", "reason": info["foreign"]})
             if attempt == self.cfg.max_retries:
                 raise Abort(f"decode {case}-c{conc}: foreign traffic in {attempt + 1} samples in a row")
+        # A failed request fails the run even in a warm-up sample; only the numbers of a warm-up are dropped.
+        failed = self.count_failures(results)
+        st["failed"] += failed
         if not keep:
             return
         st["attempts"] += 1
-        failed = self.count_failures(results)
-        st["failed"] += failed
         st["requests"] += conc
         if failed:
             return
@@ -500,23 +502,39 @@ class Runner:
         suite["failed_requests"] = sum(p["failed_requests"] for p in out)
 
     # -- prompt sizing
+    async def tokenize(self, text: str) -> Optional[int]:
+        """Prompt tokens from /tokenize, or None when the server does not offer it."""
+        if self.has_tokenize is False:
+            return None
+        status, data = await self.client.post_json("/tokenize", {"model": self.cfg.model, "prompt": text})
+        self.has_tokenize = status == 200 and isinstance(data, dict) and ("count" in data or "tokens" in data)
+        if not self.has_tokenize:
+            return None
+        return int(data.get("count") or len(data.get("tokens") or []))
+
     async def count_tokens(self, text: str) -> int:
         """Prompt tokens of a text: /tokenize when served, else a one-token completion's usage."""
-        status, data = await self.client.post_json("/tokenize", {"model": self.cfg.model, "prompt": text})
-        if status == 200 and isinstance(data, dict) and ("count" in data or "tokens" in data):
-            return int(data.get("count") or len(data.get("tokens") or []))
+        counted = await self.tokenize(text)
+        if counted is not None:
+            return counted
         res = await self.client.stream("/v1/completions", self.completion_body(text, self.salt()))
         if not res.ok:
             raise Abort(f"cannot size prompts: no /tokenize and the probe failed ({res.error})")
         return res.prompt_tokens
 
     async def text_for_tokens(self, kind: str, tokens: int, seed: int) -> str:
-        """A text of about `tokens` tokens, from a chars-per-token ratio measured once per text kind."""
+        """A text of about `tokens` tokens: a chars-per-token ratio measured once per text kind, then one
+        correction through /tokenize when served (real text varies in density from file to file)."""
         if kind not in self.tokens_per_char:
             sample = text_of_chars(kind, 8000, self.cfg.seed)
             self.tokens_per_char[kind] = await self.count_tokens(sample) / len(sample)
             self.report.setdefault("identity", {})[f"tokens_per_char_{kind}"] = self.tokens_per_char[kind]
-        return text_of_chars(kind, int(tokens / self.tokens_per_char[kind]), seed)
+        chars = int(tokens / self.tokens_per_char[kind])
+        text = text_of_chars(kind, chars, seed)
+        counted = await self.tokenize(text)
+        if counted and abs(counted - tokens) > 0.01 * tokens:
+            text = text_of_chars(kind, int(chars * tokens / counted), seed)
+        return text
 
     # -- cold prefill
     async def suite_prefill(self) -> None:

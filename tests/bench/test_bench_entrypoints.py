@@ -1,0 +1,39 @@
+"""The playbook and the CLI: same options, exit status follows the verdict."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+from conftest import MODEL, ROOT, Standin
+
+
+def test_playbook_fails_on_a_failed_benchmark(standin: Callable[..., Standin], tmp_path: Path) -> None:
+    server = standin({"STANDIN_QUALITY_BROKEN": "1", "STANDIN_ITL_S": "0.002"})
+    proc = subprocess.run([str(ROOT / ".venv" / "bin" / "ansible-playbook"), "playbooks/bench.yml",
+                           "-e", f"spark_bench_url={server.url}", "-e", f"spark_bench_model={MODEL}",
+                           "-e", f"spark_bench_output_dir={tmp_path}", "-e", '{"spark_bench_concurrency": [1, 2]}'],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    assert "benchmark verdict fail" in proc.stdout
+    report = json.loads((tmp_path / "bench.json").read_text())
+    assert report["verdict"] == "fail" and report["workload"]["concurrency"] == [1, 2]
+
+
+def test_cli_passes_and_checks(standin: Callable[..., Standin], tmp_path: Path) -> None:
+    server = standin({"STANDIN_ITL_S": "0.002"})
+    cli = [sys.executable, str(ROOT / "bin" / "sparkfleet-bench"), "--url", server.url]
+    proc = subprocess.run(cli + ["--output-dir", str(tmp_path), "--suites", "decode", "--concurrency", "1,2",
+                                 "--cases", "code-nothink", "--max-tokens", "32", "--min-samples", "2",
+                                 "--max-samples", "2", "--poll-interval", "0.2"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().endswith("verdict: pass")
+    points = json.loads((tmp_path / "bench.json").read_text())["suites"]["decode"]["points"]
+    assert [(p["case"], p["concurrency"], p["n"]) for p in points] == [("code-nothink", 1, 2), ("code-nothink", 2, 2)]
+    # reasoning off: the first token is an answer token
+    assert all(p["metrics"]["ttfat_s"]["mean"] == p["metrics"]["ttft_s"]["mean"] for p in points)
+    bad = subprocess.run(cli + ["--suites", "decode,bogus", "--check"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "suites: unknown ['bogus']" in bad.stderr

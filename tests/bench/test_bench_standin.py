@@ -1,0 +1,165 @@
+"""The bench against the stand-in server on loopback, whose timing is known:
+token k of a stream at first_token + k * ITL, TTFT = base + uncached prompt tokens / prefill rate.
+
+Tolerances are generous on absolute latency (the 2-core CI box runs the server, the client and other
+work at once) and tight on rates, which average over hundreds of tokens."""
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from ansible.module_utils.spark_bench_client import BenchClient, RequestResult
+from ansible.module_utils.spark_bench_suites import BenchConfig, Hygiene, Runner, run_bench
+
+from conftest import MODEL, Standin
+
+ITL = 0.01
+BASE = 0.05
+PREFILL = 4000.0
+REASONING = 16
+TRUTH_ENV = {"STANDIN_ITL_S": str(ITL), "STANDIN_TTFT_BASE_S": str(BASE), "STANDIN_PREFILL_TPS": str(PREFILL),
+             "STANDIN_REASONING_TOKENS": str(REASONING)}
+
+
+def _cfg(server: Standin, out: Path, **kw: Any) -> BenchConfig:
+    base: dict[str, Any] = dict(url=server.url, output_dir=str(out), model=MODEL, concurrency=[1, 4],
+                                cases=["prose"], max_tokens=64, min_samples=2, max_samples=3, precision=5.0,
+                                settle=0.05, poll_interval=0.2, idle_timeout=20, timeout=30)
+    base.update(kw)
+    return BenchConfig(**base)
+
+
+def _ttft_truth(prompt_tokens: float) -> float:
+    return BASE + prompt_tokens / PREFILL
+
+
+@pytest.fixture(scope="module")
+def truth_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    """One quick run (quality, decode c1/c4, small filler prefill) shared by the accuracy tests."""
+    server = Standin(TRUTH_ENV)
+    out = tmp_path_factory.mktemp("truth")
+    try:
+        report = run_bench(_cfg(server, out, suites=["quality", "decode", "prefill", "prefix"],
+                                prefill_sizes=[2048], prefill_texts=["filler", "source"], prefill_repeats=2,
+                                prefix_tokens=1024, prefix_runs=1))
+    finally:
+        server.stop()
+    return report, out
+
+
+def test_decode_metrics_match_the_truth(truth_run: tuple[dict[str, Any], Path]) -> None:
+    report, _ = truth_run
+    assert report["verdict"] == "pass", report["errors"]
+    assert report["server_metrics"] is True
+    points = {p["concurrency"]: p for p in report["suites"]["decode"]["points"]}
+    for conc, point in points.items():
+        m = point["metrics"]
+        assert point["n"] >= 2 and point["failed_requests"] == 0
+        assert point["full_length_outputs"] == point["requests"]  # forced length honoured
+        assert m["per_stream_tps"]["mean"] == pytest.approx(1 / ITL, rel=0.02)
+        assert m["decode_window_tps"]["mean"] == pytest.approx(conc / ITL, rel=0.02)
+        # reasoning is on: the first answer token follows the reasoning tokens
+        assert m["ttfat_s"]["mean"] - m["ttft_s"]["mean"] == pytest.approx(REASONING * ITL, abs=0.01)
+        assert point["reasoning_share"] == pytest.approx(REASONING / 64, abs=0.01)
+        ttft = m["ttft_s"]["mean"]
+        assert BASE <= ttft < BASE + 0.03
+        # aggregate: every stream's tokens over the sample wall time (TTFT + 63 gaps, prefills in sequence)
+        assert m["tps"]["mean"] == pytest.approx(conc * 64 / (ttft + 63 * ITL), rel=0.05)
+        assert m["tps"]["ci95"][0] <= m["tps"]["mean"] <= m["tps"]["ci95"][1]
+        assert len(m["tps"]["values"]) == point["n"]
+
+
+def test_prefill_and_prefix_match_the_truth(truth_run: tuple[dict[str, Any], Path]) -> None:
+    report, _ = truth_run
+    for point in report["suites"]["prefill"]["points"]:
+        m = point["metrics"]
+        tokens = m["prompt_tokens"]["mean"]
+        assert 0.9 * 0.97 * 2048 < tokens < 1.1 * 0.97 * 2048, point
+        assert m["ttft_s"]["mean"] == pytest.approx(_ttft_truth(tokens), abs=0.015)
+        assert m["prefill_tps"]["mean"] == pytest.approx(tokens / _ttft_truth(tokens), rel=0.03)
+        assert point["discarded"] == 0 and point["n"] == 2
+    prefix = report["suites"]["prefix"]
+    cold, warm = prefix["metrics"]["cold_ttft_s"]["mean"], prefix["metrics"]["warm_ttft_s"]["mean"]
+    assert cold > warm and prefix["warm_hit_rate"] > 0.9
+
+
+def test_outputs_written(truth_run: tuple[dict[str, Any], Path]) -> None:
+    report, out = truth_run
+    on_disk = json.loads((out / "bench.json").read_text())
+    assert on_disk["schema"] == "sparkfleet-bench/1" and on_disk["verdict"] == "pass"
+    assert on_disk["suites"]["quality"] == {**on_disk["suites"]["quality"], "passed": 5, "ok": True}
+    assert on_disk["client"]["cpu_s"] > 0 and on_disk["finished"]
+    assert "| prose-c4 |" in (out / "summary.md").read_text()
+    assert "decode,prose-c1,prose,1,,tps," in (out / "points.csv").read_text()
+    for name in ("decode_tps.png", "decode_decode_window_tps.png", "prefill_tps.png"):
+        assert (out / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_regression_and_pass_against_baselines(truth_run: tuple[dict[str, Any], Path], tmp_path: Path,
+                                               standin: Callable[..., Standin]) -> None:
+    report, out = truth_run
+    faster = copy.deepcopy(report)
+    for point in faster["suites"]["decode"]["points"]:
+        for name in ("tps", "decode_window_tps"):
+            point["metrics"][name]["values"] = [v * 1.10 for v in point["metrics"][name]["values"]]
+    (tmp_path / "faster.json").write_text(json.dumps(faster))
+    server = standin(TRUTH_ENV)
+    slow = run_bench(_cfg(server, tmp_path / "r", suites=["decode"], compare=str(tmp_path / "faster.json")))
+    assert slow["verdict"] == "regression"
+    assert slow["comparison"]["regressions"] >= 1
+    assert (tmp_path / "r" / "decode_tps.png").is_file()
+    same = run_bench(_cfg(server, tmp_path / "s", suites=["decode"], compare=str(out / "bench.json")))
+    assert same["comparison"]["regressions"] == 0 and same["verdict"] == "pass", same["comparison"]
+
+
+def test_failures_are_counted_and_classified(standin: Callable[..., Standin], tmp_path: Path) -> None:
+    server = standin({"STANDIN_ITL_S": "0.005"})
+
+    async def run() -> list[RequestResult]:
+        body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stream": True,
+                "stream_options": {"include_usage": True}, "max_tokens": 64}
+        async with BenchClient(server.url, timeout_s=1.0) as client:
+            return [await client.stream("/v1/chat/completions", body) for _ in range(4)]
+
+    server.faults(http_500=1, drop_stream=1, stall=1, stall_s=3)
+    results = asyncio.run(run())
+    assert [r.error_class for r in results[:3]] in (["http", "transport", "timeout"], ["http", "incomplete", "timeout"])
+    assert results[0].status == 500 and results[3].ok and results[3].completion_tokens == 64
+    # and in a run: one dropped stream fails the run and is counted by class
+    server.faults(drop_stream=1)
+    report = run_bench(_cfg(server, tmp_path, suites=["decode"], concurrency=[2], max_tokens=32, timeout=5))
+    assert report["verdict"] == "fail"
+    assert report["failed_requests"] == 1 and sum(report["failures_by_class"].values()) == 1
+    assert report["suites"]["decode"]["points"][0]["failed_requests"] == 1
+
+
+def test_quality_failure_aborts_with_a_partial_report(standin: Callable[..., Standin], tmp_path: Path,
+                                                      run_module: Any) -> None:
+    server = standin({"STANDIN_QUALITY_BROKEN": "1", "STANDIN_ITL_S": "0.002"})
+    failed, result = run_module("spark_bench", {"url": server.url + "/v1", "output_dir": str(tmp_path),
+                                                "poll_interval": 0.2})
+    assert not failed and result["verdict"] == "fail"
+    assert "quality gate 0/5" in result["aborted"]
+    on_disk = json.loads((tmp_path / "bench.json").read_text())
+    assert on_disk["suites"]["quality"]["ok"] is False and "decode" not in on_disk["suites"]
+    assert on_disk["suites"]["quality"]["runs"][0]["verdict"] != "pass"
+    assert "ABORTED" in (tmp_path / "summary.md").read_text()
+
+
+def test_without_metrics_the_report_says_so(standin: Callable[..., Standin], tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    server = standin({"STANDIN_ITL_S": "0.005"})
+
+    async def no_metrics(self: Hygiene) -> bool:
+        self.available = False
+        return False
+
+    monkeypatch.setattr(Hygiene, "probe", no_metrics)
+    report = asyncio.run(Runner(_cfg(server, tmp_path, suites=["decode"], concurrency=[2], max_tokens=32)).run())
+    assert report["server_metrics"] is False and report["verdict"] == "pass"
+    assert report["suites"]["decode"]["points"][0]["n"] >= 2
+    assert "no /metrics" in (tmp_path / "summary.md").read_text()
