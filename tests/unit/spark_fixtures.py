@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from typing import Dict, Optional, Tuple, Union
+from typing import Any, Dict, Optional, Tuple
 
-Tree = Dict[str, Union[str, bytes, "Tree"]]
+Tree = Dict[str, Any]  # str or bytes -> file, dict -> directory
 Slot = Tuple[str, str, str]  # gid, type as the kernel writes it, owning netdev
 
 ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
@@ -86,3 +86,14 @@ def ansible_doc(root: Path, module: str, workdir: Path) -> subprocess.CompletedP
            "HOME": str(workdir), "ANSIBLE_LOCAL_TEMP": str(workdir / "tmp")}
     return subprocess.run([str(root / ".venv/bin/ansible-doc"), "-M", "library", module], cwd=root, env=env,
                           capture_output=True, text=True, timeout=120, check=False)
+
+
+SWAP_MAGIC = b"SWAPSPACE2"
+
+
+def swap_header(page_size: int, total: int = 65536) -> bytes:
+    """First bytes of a swap area made by `mkswap --pagesize <page_size>`: the magic ends the first page."""
+    head = bytearray(total)
+    head[1024:1028] = (1).to_bytes(4, "little")  # swap header version 1, as mkswap writes it
+    head[page_size - len(SWAP_MAGIC):page_size] = SWAP_MAGIC
+    return bytes(head)
