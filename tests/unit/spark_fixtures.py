@@ -2,6 +2,7 @@
 and an ansible-doc run that proves a module's DOCUMENTATION parses."""
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
@@ -76,14 +77,9 @@ def sysfs_with_devices(root: Path, devices: Dict[str, Tree]) -> Path:
 
 
 def ansible_doc(root: Path, module: str, workdir: Path) -> subprocess.CompletedProcess:
-    """`ansible-doc -M library <module>` under a minimal config of our own.
-
-    A config of our own keeps this check about DOCUMENTATION, independent of the rest of ansible.cfg.
-    """
-    config = workdir / "ansible.cfg"
-    config.write_text(f"[defaults]\nmodule_utils = {root / 'module_utils'}\n")
-    env = {"ANSIBLE_CONFIG": str(config), "PATH": str(root / ".venv/bin") + ":/usr/bin:/bin",
-           "HOME": str(workdir), "ANSIBLE_LOCAL_TEMP": str(workdir / "tmp")}
+    """`ansible-doc -M library <module>` from the project root, with the project's ansible.cfg."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ANSIBLE_")}
+    env.update(ANSIBLE_CONFIG=str(root / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(workdir / "tmp"))
     return subprocess.run([str(root / ".venv/bin/ansible-doc"), "-M", "library", module], cwd=root, env=env,
                           capture_output=True, text=True, timeout=120, check=False)
 
