@@ -163,3 +163,22 @@ def test_without_metrics_the_report_says_so(standin: Callable[..., Standin], tmp
     assert report["server_metrics"] is False and report["verdict"] == "pass"
     assert report["suites"]["decode"]["points"][0]["n"] >= 2
     assert "no /metrics" in (tmp_path / "summary.md").read_text()
+
+
+def test_admission_and_needle(standin: Callable[..., Standin], tmp_path: Path) -> None:
+    server = standin({"STANDIN_ITL_S": "0.01", "STANDIN_PREFILL_TPS": "400000"}, ("--max-model-len", "32768"))
+    cfg = _cfg(server, tmp_path / "a", suites=["admission", "needle"], admission_tokens=6000, needle_tokens=12000,
+               needle_depths=[10, 90])
+    report = run_bench(cfg)
+    adm = report["suites"]["admission"]
+    assert adm["ok"] and adm["peak_running"] == 4 and adm["preemptions"] == 0, adm
+    assert all(0.95 * 0.97 * 6000 < t < 1.05 * 0.97 * 6000 for t in adm["prompt_tokens"])
+    runs = report["suites"]["needle"]["runs"]
+    assert [(r["depth_pct"], r["found"], r["passed"]) for r in runs] == [(10, True, True), (90, True, True)]
+    assert all(12000 - 1024 < r["prompt_tokens"] <= 12000 for r in runs)
+    assert report["verdict"] == "pass"
+    # a preempted request fails the admission suite and the run
+    server.faults(preempt=1)
+    failed = run_bench(_cfg(server, tmp_path / "b", suites=["admission"], admission_tokens=6000))
+    assert failed["suites"]["admission"]["preemptions"] >= 1 and failed["suites"]["admission"]["ok"] is False
+    assert failed["verdict"] == "fail"
