@@ -4,13 +4,14 @@ Only aiohttp APIs present in aiohttp 3.8 (Debian bookworm's python3-aiohttp) are
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import time
 import uuid
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from aiohttp import web
 
@@ -98,6 +99,14 @@ class Api:
         self.extra_state = extra_state
         self.requests = 0
         self.created = int(time.time())
+        self.in_flight: Set["asyncio.Task[Any]"] = set()
+
+    def abort_all(self) -> int:
+        """Cancel every in-flight generation (server shutdown); their clients see a cut connection."""
+        tasks = [t for t in self.in_flight if not t.done()]
+        for task in tasks:
+            task.cancel()
+        return len(tasks)
 
     # ---- request parsing -------------------------------------------------------------------------------
     async def read_body(self, request: web.Request) -> Dict[str, Any]:
@@ -211,6 +220,10 @@ class Api:
 
     # ---- generation ----------------------------------------------------------------------------------------
     async def generate(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        task = asyncio.current_task()
+        if task is not None:
+            self.in_flight.add(task)
+            task.add_done_callback(self.in_flight.discard)
         self.requests += 1
         try:
             prep = self.prepare(await self.read_body(request), chat)

@@ -112,6 +112,7 @@ class Lifecycle:
         self.failure = GroupFailure()
         self.member: Optional[Union[Head, Worker]] = None
         self.runner: Optional[web.AppRunner] = None
+        self.api: Optional[Api] = None
 
     def install_signals(self) -> None:
         loop = asyncio.get_running_loop()
@@ -165,8 +166,8 @@ class Lifecycle:
     async def serve(self) -> None:
         extra = {"nnodes": self.args.nnodes, "ranks_joined": self.args.nnodes,
                  "memory_mb": self.beh.memory_mb, "pid": os.getpid()}
-        api = Api(self.cfg, self.beh, Engine(self.cfg, self.beh), extra)
-        self.runner = await start_http(self.args, api)
+        self.api = Api(self.cfg, self.beh, Engine(self.cfg, self.beh), extra)
+        self.runner = await start_http(self.args, self.api)
         if isinstance(self.member, Head):
             await self.member.broadcast({"type": "ready"})
 
@@ -176,6 +177,10 @@ class Lifecycle:
     async def shutdown(self) -> None:
         if self.member is not None:
             await self.member.stop()
+        if self.api is not None:
+            aborted = self.api.abort_all()
+            if aborted:
+                log.info("aborted %d in-flight request(s)", aborted)
         if self.runner is not None:
             await self.runner.cleanup()
         log.info("shutdown complete (exit %d)", self.exit_code())
