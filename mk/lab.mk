@@ -1,0 +1,45 @@
+# The lab: systemd containers standing in for DGX Sparks, cabled by Docker networks (molecule/lab/README.md).
+#   make lab-up TOPOLOGY=tp4      nodes + networks from inventories/tp4-ring's plan; prints the lab inventory
+#   make lab-down                 removes every container, network and volume labelled sparkfleet.lab
+#   make test-lab                 molecule test for the tp3 and tp4 scenarios
+
+LAB_DIR := $(ROOT)/molecule/lab
+LAB_BUILD := $(BUILD)/lab
+LAB_STATE := $(ROOT)/.lab
+LAB_SCENARIOS := tp3 tp4
+lab_inventory_of = $(ROOT)/inventories/$(or $(filter tp2-pair tp3-triangle tp4-ring,$(patsubst tp2,tp2-pair,$(patsubst tp3,tp3-triangle,$(patsubst tp4,tp4-ring,$(1))))),$(error TOPOLOGY=$(1): expected tp2, tp3 or tp4))
+LAB_ARGS = --topology $(TOPOLOGY) --inventory $(call lab_inventory_of,$(TOPOLOGY)) --state-dir $(LAB_STATE)/$(TOPOLOGY)
+
+TEST_TARGETS += test-lab
+
+.PHONY: engine lab-image lab-up lab-down lab-inventory lab-leftovers test-lab
+
+engine: ## Ensure a Docker engine answers (installs docker.io, starts dockerd when needed)
+	$(LAB_DIR)/engine.sh
+
+lab-image: engine ## Build (or reuse) the lab node image and the nodes' base image
+	$(LAB_DIR)/build-image.sh node $(LAB_BUILD)
+	$(LAB_DIR)/build-image.sh base $(LAB_BUILD)
+
+lab-up: setup lab-image ## Start the lab for TOPOLOGY=tp2|tp3|tp4 and write .lab/<topology>/inventory
+	$(PY) $(LAB_DIR)/lab.py up $(LAB_ARGS) \
+	  --node-image $$(cat $(LAB_BUILD)/node-image.tag) --base-image $$(cat $(LAB_BUILD)/base-image.tag) \
+	  --base-archive $(LAB_BUILD)/base-image-$$(cut -d: -f2 $(LAB_BUILD)/base-image.tag).tar
+
+lab-inventory: setup ## Write .lab/<TOPOLOGY>/inventory without starting anything (molecule links it)
+	$(PY) $(LAB_DIR)/lab.py inventory $(LAB_ARGS)
+
+lab-down: setup engine ## Remove every container, network and volume the lab created
+	$(PY) $(LAB_DIR)/lab.py down --state-root $(LAB_STATE)
+
+lab-leftovers: setup engine ## Fail when any container, network or volume labelled for the lab remains
+	$(PY) $(LAB_DIR)/lab.py leftovers
+
+test-lab: setup lab-image ## molecule test of the topology scenarios on the lab (tp3, tp4)
+	@for s in $(LAB_SCENARIOS); do \
+	  $(MAKE) --no-print-directory lab-inventory TOPOLOGY=$$s >/dev/null; \
+	  start=$$(date +%s); \
+	  (cd $(ROOT) && $(BIN)/molecule test -s $$s) || exit 1; \
+	  echo "test-lab: scenario $$s passed in $$(( $$(date +%s) - start ))s"; \
+	done
+	$(PY) $(LAB_DIR)/lab.py leftovers

@@ -1,0 +1,481 @@
+#!/usr/bin/env python3
+"""Bring the sparkfleet lab up or down from an inventory's rendered plan.
+
+The lab stands in for DGX Sparks: one systemd container per planned host, a management network carrying
+each node's management address, and one internal Docker network per cable path (exact planned /24,
+MTU 9000) whose interfaces are renamed to the planned ConnectX-7 netdev names and left without an
+address, like a fresh Spark port. Every object carries the label ``sparkfleet.lab=<lab name>`` so that
+teardown removes exactly what the lab created.
+
+    lab.py up --topology tp4 --inventory inventories/tp4-ring --state-dir .lab/tp4 \
+        --node-image TAG --base-image TAG --base-archive FILE
+    lab.py inventory --topology tp4 --inventory inventories/tp4-ring --state-dir .lab/tp4
+    lab.py down --state-root .lab
+    lab.py leftovers        # prints every object labelled for any lab; exit 1 when there is one
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import ipaddress
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+LABEL = "sparkfleet.lab"
+PREFIX = "sparkfleet"
+ROOT = Path(__file__).resolve().parents[2]
+CGROUP_ENV = "SPARK_LAB_CGROUP"
+LLDP_FWD_MASK = 1 << 0x0E
+LOCK_FILE = Path(os.environ.get("SPARK_LAB_LOCK", "/run/lock/sparkfleet-lab.lock"))
+SYSTEMD_TIMEOUT = int(os.environ.get("SPARK_LAB_SYSTEMD_TIMEOUT", "180"))
+
+
+class LabError(Exception):
+    """A lab problem worth one clear line to the operator."""
+
+
+# --------------------------------------------------------------------------- pure planning
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One end of a cable path: the node and the netdev name that end must carry."""
+
+    host: str
+    netdev: str
+    address: str  # the planned address (without prefix), used only to identify Docker's interface
+
+
+@dataclass(frozen=True)
+class CablePath:
+    """One cable path = one /24 shared by exactly two endpoints."""
+
+    network: str
+    subnet: str
+    gateway: str
+    ends: tuple[Endpoint, Endpoint]
+
+
+@dataclass(frozen=True)
+class Node:
+    """One lab node, named after its inventory host."""
+
+    host: str
+    mgmt_address: str
+    mgmt_interface: str
+
+
+@dataclass
+class LabPlan:
+    """Everything the bring-up creates, derived from plan.json only."""
+
+    name: str
+    mgmt_network: str
+    mgmt_subnet: str
+    mgmt_gateway: str
+    nodes: list[Node]
+    cables: list[CablePath] = field(default_factory=list)
+
+
+def free_gateway(subnet: ipaddress.IPv4Network, used: set[str]) -> str:
+    """Highest host address of the subnet that no node uses (.254 in the planned /24s)."""
+    for candidate in reversed(list(subnet.hosts())):
+        if str(candidate) not in used:
+            return str(candidate)
+    raise LabError(f"subnet {subnet}: no free address left for the Docker gateway")
+
+
+def mgmt_subnet(nodes: list[dict[str, Any]]) -> ipaddress.IPv4Network:
+    """The /24 holding every management address; the lab has one flat management network."""
+    nets = {ipaddress.ip_interface(f"{n['mgmt_address']}/24").network for n in nodes}
+    if len(nets) != 1:
+        listing = ", ".join(f"{n['host']}={n['mgmt_address']}" for n in nodes)
+        raise LabError(f"management addresses span several /24s ({listing}); the lab needs one /24")
+    return nets.pop()
+
+
+def cable_paths(name: str, nodes: list[dict[str, Any]]) -> list[CablePath]:
+    """Group the planned interfaces by subnet; each subnet must have exactly two ends on two hosts."""
+    ends: dict[str, list[Endpoint]] = {}
+    for node in nodes:
+        for iface in node["interfaces"]:
+            subnet = str(ipaddress.ip_interface(iface["address"]).network)
+            address = str(ipaddress.ip_interface(iface["address"]).ip)
+            ends.setdefault(subnet, []).append(Endpoint(node["host"], iface["netdev"], address))
+    cables = []
+    for subnet in sorted(ends, key=lambda s: ipaddress.ip_network(s)):
+        pair = ends[subnet]
+        if len(pair) != 2 or pair[0].host == pair[1].host:
+            where = ", ".join(f"{e.host}:{e.netdev}" for e in pair)
+            raise LabError(f"cable subnet {subnet} must join exactly two hosts, plan has: {where}")
+        used = {e.address for e in pair}
+        base = subnet.split("/", 1)[0].rsplit(".", 1)[0]
+        cables.append(CablePath(
+            network=f"{PREFIX}-{name}-cable-{base}",
+            subnet=subnet,
+            gateway=free_gateway(ipaddress.ip_network(subnet), used),
+            ends=(pair[0], pair[1]),
+        ))
+    return cables
+
+
+def lab_plan(name: str, plan: dict[str, Any]) -> LabPlan:
+    """Translate the rendered cluster plan into the lab's Docker objects."""
+    nodes = plan.get("nodes") or []
+    if not nodes:
+        raise LabError("plan.json has no nodes")
+    subnet = mgmt_subnet(nodes)
+    return LabPlan(
+        name=name,
+        mgmt_network=f"{PREFIX}-{name}-mgmt",
+        mgmt_subnet=str(subnet),
+        mgmt_gateway=free_gateway(subnet, {n["mgmt_address"] for n in nodes}),
+        nodes=[Node(n["host"], n["mgmt_address"], n["mgmt_interface"]) for n in nodes],
+        cables=cable_paths(name, nodes),
+    )
+
+
+def volume_name(lab: LabPlan, node: Node) -> str:
+    """Per-node volume for /var/lib/docker, so the nested engine gets overlay2 on a real filesystem."""
+    return f"{PREFIX}-{lab.name}-{node.host}-docker"
+
+
+def cgroup_mount(fs_type: str, requested: str) -> str:
+    """The cgroup bind mount for systemd nodes.
+
+    cgroup v2 (cgroup2fs): the measured rw mount. cgroup v1 or hybrid (a tmpfs of per-controller
+    mounts): a read-only bind of the tmpfs; Docker < 25 leaves the controller submounts writable, which
+    is what systemd and the nested engine need. ``SPARK_LAB_CGROUP=rw|ro`` overrides the detection.
+    """
+    if requested not in ("auto", "rw", "ro"):
+        raise LabError(f"{CGROUP_ENV}={requested}: expected auto, rw or ro")
+    mode = requested if requested != "auto" else ("rw" if fs_type == "cgroup2fs" else "ro")
+    return f"/sys/fs/cgroup:/sys/fs/cgroup:{mode}"
+
+
+def run_args(lab: LabPlan, node: Node, image: str, cgroup: str) -> list[str]:
+    """`docker create` arguments: systemd as PID 1 with the measured capability set, never privileged."""
+    return [
+        "docker", "create", "--name", node.host, "--hostname", node.host,
+        "--label", f"{LABEL}={lab.name}",
+        "--network", lab.mgmt_network, "--ip", node.mgmt_address,
+        "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN",
+        "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
+        "--cgroupns=host", "-v", cgroup,
+        "--tmpfs", "/run", "--tmpfs", "/run/lock",
+        "-v", f"{volume_name(lab, node)}:/var/lib/docker",
+        "--stop-signal", "SIGRTMIN+3",
+        image,
+    ]
+
+
+def rename_batch(moves: list[tuple[str, str]], keep_address: bool) -> str:
+    """`ip -batch` script renaming interfaces (old, new): down, rename, (flush), up."""
+    lines = []
+    for old, new in moves:
+        lines += [f"link set dev {old} down", f"link set dev {old} name {new}"]
+        if not keep_address:
+            lines.append(f"address flush dev {new}")
+        lines.append(f"link set dev {new} up")
+    return "\n".join(lines) + "\n"
+
+
+def interface_by_address(addr_json: list[dict[str, Any]], address: str) -> str:
+    """Name of the interface holding `address` in `ip -j address` output."""
+    for link in addr_json:
+        for info in link.get("addr_info", []):
+            if info.get("family") == "inet" and info.get("local") == address:
+                return str(link["ifname"])
+    raise LabError(f"no interface holds {address}")
+
+
+def lab_hosts(source_hosts: dict[str, Any], lab: LabPlan) -> dict[str, Any]:
+    """The source inventory's hosts.yml with each host reached through Docker instead of SSH.
+
+    Every variable stays; the management address is pinned because the source defaults it to
+    ansible_host, which now names the container.
+    """
+    by_host = {n.host: n for n in lab.nodes}
+
+    def walk(group: dict[str, Any]) -> dict[str, Any]:
+        out = dict(group)
+        if isinstance(group.get("hosts"), dict):
+            out["hosts"] = {}
+            for host, hvars in group["hosts"].items():
+                hvars = dict(hvars or {})
+                if host in by_host:
+                    hvars.update({
+                        "ansible_host": host,
+                        "ansible_connection": "community.docker.docker",
+                        "ansible_user": "root",
+                        "ansible_python_interpreter": "/usr/bin/python3",
+                        "spark_mgmt_address": by_host[host].mgmt_address,
+                    })
+                out["hosts"][host] = hvars
+        if isinstance(group.get("children"), dict):
+            out["children"] = {k: walk(v or {}) for k, v in group["children"].items()}
+        return out
+
+    return {name: walk(group or {}) for name, group in source_hosts.items()}
+
+
+# --------------------------------------------------------------------------- I/O
+
+
+def log(msg: str) -> None:
+    print(f"lab: {msg}", file=sys.stderr, flush=True)
+
+
+def sh(args: list[str], check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(args, input=stdin, capture_output=True, text=True, check=False)
+    if check and proc.returncode != 0:
+        raise LabError(f"{' '.join(args[:4])} ...: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc
+
+
+def labelled(kind: str, label: str) -> list[str]:
+    """Names of Docker objects of `kind` (container, network, volume) carrying `label`."""
+    fmt = {"container": "{{.Names}}", "network": "{{.Name}}", "volume": "{{.Name}}"}[kind]
+    listing = ["docker", "ps", "-a"] if kind == "container" else ["docker", kind, "ls"]
+    out = sh([*listing, "--filter", f"label={label}", "--format", fmt]).stdout
+    return sorted(line for line in out.splitlines() if line)
+
+
+def remove_all(label: str) -> dict[str, list[str]]:
+    """Remove every container, then network, then volume carrying `label`."""
+    removed = {kind: labelled(kind, label) for kind in ("container", "network", "volume")}
+    if removed["container"]:
+        sh(["docker", "rm", "-f", "-v", *removed["container"]])
+    if removed["network"]:
+        sh(["docker", "network", "rm", *removed["network"]])
+    if removed["volume"]:
+        sh(["docker", "volume", "rm", "-f", *removed["volume"]])
+    return removed
+
+
+@contextmanager
+def lab_lock() -> Iterator[None]:
+    """One lab operation at a time on this machine: container names are host names, so two labs
+    cannot coexist on one engine and two bring-ups would tear each other down."""
+    LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
+    with LOCK_FILE.open("w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"another lab operation holds {LOCK_FILE}; waiting")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def render_plan(inventory: Path, out_dir: Path) -> dict[str, Any]:
+    """Run the project's render playbook: the lab never recomputes cable addresses itself."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    playbook = ROOT / "playbooks" / "render.yml"
+    binary = Path(sys.executable).parent / "ansible-playbook"
+    proc = sh([str(binary if binary.exists() else "ansible-playbook"), "-i", str(inventory), str(playbook),
+               "-e", f"spark_render_dir={out_dir}"], check=False)
+    if proc.returncode != 0:
+        raise LabError(f"render of {inventory} failed:\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+    return json.loads((out_dir / "plan.json").read_text())
+
+
+def write_inventory(source: Path, dest: Path, lab: LabPlan) -> Path:
+    """Write the lab inventory in the format of `source` (group_vars/host_vars copied, hosts rewritten)."""
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for sub in ("group_vars", "host_vars"):
+        if (source / sub).is_dir():
+            shutil.copytree(source / sub, tmp / sub)
+    hosts = yaml.safe_load((source / "hosts.yml").read_text()) or {}
+    header = (f"---\n# Lab inventory generated by molecule/lab/lab.py from {source.name}: the same hosts and\n"
+              f"# variables, reached with `docker exec` on the lab containers. Do not edit; rerun lab-up.\n")
+    (tmp / "hosts.yml").write_text(header + yaml.safe_dump(lab_hosts(hosts, lab), sort_keys=False))
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.rename(dest)
+    return dest
+
+
+def create_networks(lab: LabPlan) -> None:
+    tag = ["--label", f"{LABEL}={lab.name}"]
+    sh(["docker", "network", "create", *tag, "--subnet", lab.mgmt_subnet, "--gateway", lab.mgmt_gateway,
+        lab.mgmt_network])
+    for cable in lab.cables:
+        sh(["docker", "network", "create", *tag, "--internal", "-o", "com.docker.network.driver.mtu=9000",
+            "--subnet", cable.subnet, "--gateway", cable.gateway, cable.network])
+        forward_lldp(cable.network)
+
+
+def forward_lldp(network: str) -> None:
+    """Let LLDP frames cross the cable network's bridge, as they cross a real cable.
+
+    A Linux bridge drops IEEE link-local group frames by default; bit 14 of group_fwd_mask is
+    01:80:c2:00:00:0e (LLDP), which the kernel allows forwarding.
+    """
+    net_id = sh(["docker", "network", "inspect", "-f", "{{.Id}}", network]).stdout.strip()
+    Path(f"/sys/class/net/br-{net_id[:12]}/bridge/group_fwd_mask").write_text(f"{LLDP_FWD_MASK}\n")
+
+
+def create_nodes(lab: LabPlan, image: str, cgroup: str) -> None:
+    for node in lab.nodes:
+        sh(["docker", "volume", "create", "--label", f"{LABEL}={lab.name}", volume_name(lab, node)])
+        sh(run_args(lab, node, image, cgroup))
+    for cable in lab.cables:
+        for end in cable.ends:
+            sh(["docker", "network", "connect", "--ip", end.address, cable.network, end.host])
+
+
+def container_pid(host: str) -> int:
+    return int(sh(["docker", "inspect", "-f", "{{.State.Pid}}", host]).stdout.strip())
+
+
+def rename_interfaces(lab: LabPlan, node: Node) -> None:
+    """From the host, in the node's network namespace: management → its planned name (address and
+    default route kept); every cable interface → its planned netdev, address removed, link up."""
+    pid = str(container_pid(node.host))
+    netns = ["nsenter", "-t", pid, "-n", "ip"]
+    addrs = json.loads(sh([*netns, "-j", "address"]).stdout)
+    cables = [(interface_by_address(addrs, e.address), e.netdev)
+              for c in lab.cables for e in c.ends if e.host == node.host]
+    mgmt = interface_by_address(addrs, node.mgmt_address)
+    sh([*netns, "-batch", "-"], stdin=rename_batch(cables, keep_address=False)
+       + rename_batch([(mgmt, node.mgmt_interface)], keep_address=True))
+    # Link down dropped the default route of the management interface.
+    sh([*netns, "route", "replace", "default", "via", lab.mgmt_gateway, "dev", node.mgmt_interface])
+
+
+def wait_systemd(host: str) -> str:
+    """Wait until the node's systemd reports `running`; `degraded` fails with the failed units named."""
+    deadline = time.monotonic() + SYSTEMD_TIMEOUT
+    state, detail = "", ""
+    while time.monotonic() < deadline:
+        left = str(max(1, int(deadline - time.monotonic())))
+        proc = sh(["timeout", left, "docker", "exec", host, "systemctl", "is-system-running", "--wait"],
+                  check=False)
+        state, detail = proc.stdout.strip(), proc.stderr.strip()
+        if state in ("running", "degraded"):
+            break
+        time.sleep(1)  # the exec itself failed (container or bus not up yet): try again
+    if state != "running":
+        failed = sh(["docker", "exec", host, "systemctl", "--failed", "--no-legend", "--plain"],
+                    check=False).stdout.strip()
+        raise LabError(f"{host}: systemd is '{state or detail or 'not answering'}' after boot; "
+                       f"failed units: {failed or 'none'} (debug: docker exec -it {host} bash)")
+    return state
+
+
+def load_base_image(host: str, tag: str, archive: Path) -> str:
+    """Load the base image into the node's own engine unless it already holds that image ID."""
+    want = sh(["docker", "image", "inspect", "-f", "{{.Id}}", tag]).stdout.strip()
+    for _ in range(60):
+        if sh(["docker", "exec", host, "docker", "info"], check=False).returncode == 0:
+            break
+        time.sleep(1)
+    else:
+        raise LabError(f"{host}: its Docker engine does not answer (docker exec {host} journalctl -u docker)")
+    have = sh(["docker", "exec", host, "docker", "image", "inspect", "-f", "{{.Id}}", tag], check=False)
+    if have.returncode == 0 and have.stdout.strip() == want:
+        return "present"
+    with archive.open("rb") as data:
+        proc = subprocess.run(["docker", "exec", "-i", host, "docker", "load", "-q"], stdin=data,
+                              capture_output=True, check=False)
+    if proc.returncode != 0:
+        raise LabError(f"{host}: docker load of {archive} failed: {proc.stderr.decode().strip()}")
+    return "loaded"
+
+
+def up(args: argparse.Namespace) -> None:
+    start = time.monotonic()
+    state = Path(args.state_dir)
+    plan = render_plan(Path(args.inventory), state / "render")
+    lab = lab_plan(args.topology, plan)
+    stale = remove_all(LABEL)
+    if any(stale.values()):
+        log(f"removed leftovers of an earlier lab: {json.dumps(stale)}")
+    cgroup = cgroup_mount(sh(["stat", "-fc", "%T", "/sys/fs/cgroup"]).stdout.strip(),
+                          os.environ.get(CGROUP_ENV, "auto"))
+    log(f"{lab.name}: {len(lab.nodes)} nodes, {len(lab.cables)} cable paths, cgroup mount {cgroup}")
+    create_networks(lab)
+    create_nodes(lab, args.node_image, cgroup)
+    for node in lab.nodes:
+        sh(["docker", "start", node.host])
+        rename_interfaces(lab, node)
+    with ThreadPoolExecutor(max_workers=len(lab.nodes)) as pool:
+        states = list(pool.map(wait_systemd, [n.host for n in lab.nodes]))
+        loads = list(pool.map(lambda n: load_base_image(n.host, args.base_image, Path(args.base_archive)),
+                              lab.nodes))
+    inventory = write_inventory(Path(args.inventory), state / "inventory", lab)
+    (state / "lab.json").write_text(json.dumps({
+        "name": lab.name, "node_image": args.node_image, "base_image": args.base_image, "cgroup": cgroup,
+        "mgmt": {"network": lab.mgmt_network, "subnet": lab.mgmt_subnet, "gateway": lab.mgmt_gateway},
+        "nodes": [n.__dict__ for n in lab.nodes],
+        "cables": [{"network": c.network, "subnet": c.subnet, "gateway": c.gateway,
+                    "ends": [e.__dict__ for e in c.ends]} for c in lab.cables],
+    }, indent=2) + "\n")
+    summary = ", ".join(f"{n.host}={s}/base {ld}" for n, s, ld in zip(lab.nodes, states, loads))
+    log(f"{lab.name} up in {time.monotonic() - start:.0f}s: {summary}")
+    print(inventory)
+
+
+def inventory_only(args: argparse.Namespace) -> None:
+    state = Path(args.state_dir)
+    lab = lab_plan(args.topology, render_plan(Path(args.inventory), state / "render"))
+    print(write_inventory(Path(args.inventory), state / "inventory", lab))
+
+
+def down(args: argparse.Namespace) -> None:
+    removed = remove_all(LABEL)
+    for lab_json in Path(args.state_root).glob("*/lab.json"):
+        lab_json.unlink()
+    log(f"removed {len(removed['container'])} containers, {len(removed['network'])} networks, "
+        f"{len(removed['volume'])} volumes")
+
+
+def leftovers(_: argparse.Namespace) -> None:
+    left = {kind: labelled(kind, LABEL) for kind in ("container", "network", "volume")}
+    print(json.dumps(left))
+    if any(left.values()):
+        sys.exit(1)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, func in (("up", up), ("inventory", inventory_only)):
+        p = sub.add_parser(name)
+        p.add_argument("--topology", required=True)
+        p.add_argument("--inventory", required=True)
+        p.add_argument("--state-dir", required=True)
+        if name == "up":
+            p.add_argument("--node-image", required=True)
+            p.add_argument("--base-image", required=True)
+            p.add_argument("--base-archive", required=True)
+        p.set_defaults(func=func)
+    p = sub.add_parser("down")
+    p.add_argument("--state-root", required=True)
+    p.set_defaults(func=down)
+    sub.add_parser("leftovers").set_defaults(func=leftovers)
+    args = parser.parse_args(argv)
+    try:
+        with lab_lock():
+            args.func(args)
+    except LabError as err:
+        log(f"error: {err}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
