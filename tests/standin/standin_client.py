@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 STANDIN_DIR = ROOT / "molecule" / "standin"
 LAUNCHER = STANDIN_DIR / "standin_vllm.py"
 MODEL = "deepseek-v4.1-flash"
+# Run the servers under another interpreter, e.g. Debian's python3 with python3-aiohttp 3.8.
+SERVER_PYTHON = os.environ.get("STANDIN_TEST_PYTHON") or sys.executable
 
 
 def free_port() -> int:
@@ -64,7 +66,7 @@ def launch(args: List[str], env: Optional[Dict[str, str]], log_dir: Path, name: 
     log_path = log_dir / f"{name}.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, str(LAUNCHER), "serve", "/models", "--served-model-name", MODEL, "--host",
+            [SERVER_PYTHON, str(LAUNCHER), "serve", "/models", "--served-model-name", MODEL, "--host",
              "127.0.0.1", "--port", str(port), *args],
             stdout=log, stderr=subprocess.STDOUT, env=full_env)
     return Server(proc, port, log_path, dict(env or {}))

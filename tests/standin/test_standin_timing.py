@@ -99,8 +99,6 @@ def test_cached_prefix_shortens_ttft(truth_server: Server) -> None:
 def test_per_stream_step_cost(spawn) -> None:  # type: ignore[no-untyped-def]
     server = spawn([], dict(TRUTH, STANDIN_ITL_PER_STREAM_S="0.01", STANDIN_PREFILL_TPS="1000000"))
     results = concurrent(server, [body(8, 30), body(8, 30)])
-    # Both streams decode together, so every step costs 20 ms + 10 ms for the second stream.
-    for res in results:
-        times = res.token_times()
-        window = [b - a for a, b in zip(times[3:-3], times[4:-3])]
-        assert statistics.mean(window) == pytest.approx(0.03, abs=0.003)
+    # Both streams decode together, so each of the 29 steps costs 20 ms + 10 ms for the second stream.
+    spans = [r.token_times()[-1] - r.token_times()[0] for r in results]
+    assert statistics.median(spans) == pytest.approx(29 * 0.03, abs=0.02)
