@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ansible.module_utils.spark_files import atomic_write_text, feed_file
+
 RunResult = Tuple[int, str, str]
 # run(argv, cwd, env_update) -> (rc, stdout, stderr); argv is always a list, never a shell string.
 Runner = Callable[[List[str], Optional[str], Dict[str, str]], RunResult]
@@ -27,7 +29,6 @@ OBJECT_ID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 STAMP_NAME = "sparkfleet-upstream.json"
-CHUNK = 1024 * 1024
 
 # Settings that would otherwise let the builder's own git configuration change the resulting commits.
 GIT_ISOLATION = [
@@ -140,9 +141,7 @@ def patchset_sha256(patches: Sequence[str]) -> str:
     digest = hashlib.sha256()
     for path in patches:
         digest.update(f"{os.path.basename(path)}\n{os.path.getsize(path)}\n".encode("utf-8"))
-        with open(path, "rb") as handle:
-            for chunk in iter(lambda: handle.read(CHUNK), b""):
-                digest.update(chunk)
+        feed_file(digest, path)
     return digest.hexdigest()
 
 
@@ -229,12 +228,7 @@ class GitIO:
         git_dir = self.git_dir()
         if not git_dir:
             raise UpstreamError(f"{self.dest}: not a git work directory after preparation")
-        path = os.path.join(git_dir, STAMP_NAME)
-        tmp = f"{path}.tmp"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(dict(record), handle, indent=2, sort_keys=True)
-            handle.write("\n")
-        os.replace(tmp, path)
+        atomic_write_text(os.path.join(git_dir, STAMP_NAME), json.dumps(dict(record), indent=2, sort_keys=True) + "\n")
 
     def remove_stamp(self) -> None:
         git_dir = self.git_dir()
