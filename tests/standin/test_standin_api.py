@@ -166,3 +166,50 @@ def test_spec_decode_counters(spawn) -> None:  # type: ignore[no-untyped-def]
     drafts = m["vllm:spec_decode_num_drafts_total"]
     assert drafts == 25 and m["vllm:spec_decode_num_draft_tokens_total"] == 125
     assert m["vllm:spec_decode_num_accepted_tokens_total"] == 75
+
+
+def test_reasoning_field_rename_and_non_streaming_reasoning(spawn) -> None:  # type: ignore[no-untyped-def]
+    server = spawn([], {"STANDIN_ITL_S": "0.001", "STANDIN_REASONING_FIELD": "reasoning",
+                        "STANDIN_REASONING_TOKENS": "5"})
+    res = stream(server, "/v1/chat/completions", chat("think", max_tokens=8, ignore_eos=True))
+    assert res.text("reasoning").strip() and res.text("reasoning_content") == ""
+    assert sum(1 for e in res.events if e["choices"][0]["delta"].get("reasoning")) == 5
+    message = post(server, "/v1/chat/completions", chat("think", max_tokens=8, ignore_eos=True))[1]
+    message = message["choices"][0]["message"]
+    assert message["reasoning"] and message["content"] and "reasoning_content" not in message
+
+
+def test_max_num_seqs_queues_and_gauges_show_it(spawn) -> None:  # type: ignore[no-untyped-def]
+    import threading
+    import time
+
+    server = spawn(["--max-num-seqs", "1"], {"STANDIN_ITL_S": "0.02", "STANDIN_PREFILL_TPS": "1000000"})
+    results: list = []
+    body = {"model": MODEL, "prompt": "queue me", "max_tokens": 25, "ignore_eos": True}
+    threads = [threading.Thread(target=lambda: results.append(stream(server, "/v1/completions", body)))
+               for _ in range(2)]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    during = metrics(server)
+    for t in threads:
+        t.join(30)
+    assert during["vllm:num_requests_running"] == 1 and during["vllm:num_requests_waiting"] == 1
+    assert 0 < during["vllm:kv_cache_usage_perc"] < 1
+    ttfts = sorted(r.ttft for r in results)
+    assert ttfts[1] - ttfts[0] >= 24 * 0.02 - 0.01  # the second starts only after the first finished
+
+
+def test_non_streaming_drop_and_preempt_faults(fast_server: Server) -> None:
+    import http.client
+
+    post(fast_server, "/standin/faults", {"drop_stream": 1, "preempt": 1})
+    body = chat("drop me", max_tokens=10, ignore_eos=True, **NO_THINK)
+    try:
+        status, _ = post(fast_server, "/v1/chat/completions", body)
+    except (http.client.HTTPException, ConnectionError):
+        status = None
+    assert status is None
+    before = metrics(fast_server)["vllm:num_preemptions_total"]
+    assert post(fast_server, "/v1/chat/completions", body)[0] == 200
+    assert metrics(fast_server)["vllm:num_preemptions_total"] == before + 1

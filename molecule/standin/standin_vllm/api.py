@@ -200,7 +200,7 @@ class Api:
 
     def chunk(self, prep: Prepared, rid: str, choice: Optional[Dict[str, Any]],
               usage: Optional[Dict[str, Any]] = None) -> bytes:
-        body = {"id": rid, "object": "chat.completion.chunk" if prep.chat else "text_completion",
+        body: Dict[str, Any] = {"id": rid, "object": "chat.completion.chunk" if prep.chat else "text_completion",
                 "created": self.created, "model": prep.model, "choices": [choice] if choice else []}
         if usage is not None:
             body["usage"] = usage
@@ -295,7 +295,7 @@ class Api:
         usage = self.usage(prep, cached, n_reason + n_content, n_reason)
         content = "".join(parts["content"]) if n_content else None
         if prep.chat:
-            message = {"role": "assistant", "content": content, "tool_calls": [],
+            message: Dict[str, Any] = {"role": "assistant", "content": content, "tool_calls": [],
                        self.beh.reasoning_field: "".join(parts["reasoning"]) if n_reason else None}
             choice: Dict[str, Any] = {"index": 0, "message": message, "logprobs": None,
                                       "finish_reason": prep.plan.finish_reason, "stop_reason": None}
@@ -320,9 +320,10 @@ class Api:
         return web.json_response({"version": VERSION})
 
     async def models(self, request: web.Request) -> web.Response:
-        data = [{"id": name, "object": "model", "created": self.created, "owned_by": "vllm", "root": self.cfg.model,
-                 "parent": None, "max_model_len": self.cfg.max_model_len, "permission": []}
-                for name in self.cfg.served_names]
+        data: List[Dict[str, Any]] = [
+            {"id": name, "object": "model", "created": self.created, "owned_by": "vllm", "root": self.cfg.model,
+             "parent": None, "max_model_len": self.cfg.max_model_len, "permission": []}
+            for name in self.cfg.served_names]
         return web.json_response({"object": "list", "data": data})
 
     async def tokenize(self, request: web.Request) -> web.Response:

@@ -13,7 +13,7 @@ import asyncio
 import math
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Deque, Dict, List, Optional, Sequence, Set, Tuple
+from typing import AsyncGenerator, AsyncIterator, Deque, Dict, List, Sequence, Set, Tuple
 
 from .config import Behaviour, ServeConfig
 from .text import OutputPlan, block_hashes
@@ -204,7 +204,7 @@ class Engine:
         self.counters.e2e.observe(now - stream.arrived)
         self._pump()
 
-    async def generate(self, req: GenRequest) -> AsyncIterator[Tuple[Stream, int, str, str]]:
+    async def generate(self, req: GenRequest) -> AsyncGenerator[Tuple[Stream, int, str, str], None]:
         """Yield (stream, index, kind, text) per output token, each at its scheduled time."""
         loop = asyncio.get_running_loop()
         stream = Stream(req=req, arrived=loop.time())
