@@ -85,3 +85,11 @@ def test_vllm_shim_forwards_argv() -> None:
     version = subprocess.run([str(STANDIN_DIR / "vllm"), "--version"], capture_output=True, text=True, timeout=30,
                              env={"PATH": "/usr/bin:/bin", "STANDIN_PYTHON": sys.executable})
     assert version.returncode == 0 and "standin" in version.stdout
+
+
+def test_vllm_shim_works_through_a_symlink_on_path(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "vllm").symlink_to(STANDIN_DIR / "vllm")
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "STANDIN_PYTHON": sys.executable}
+    proc = subprocess.run(["vllm", "serve", "m", "--nnodes", "2", "--tensor-parallel-size", "2", "--headless"],
+                          capture_output=True, text=True, timeout=30, env=env)
+    assert proc.returncode == 2 and "--headless is only valid with --node-rank >= 1" in proc.stderr

@@ -25,13 +25,20 @@ def wait_exit(servers: List[Server], timeout: float) -> Dict[str, Optional[int]]
     return {s.log_path.stem: s.proc.poll() for s in servers}
 
 
+def wait_for_log(server: Server, text: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in server.log():
+        assert time.monotonic() < deadline and server.proc.poll() is None, server.log()
+        time.sleep(0.05)
+
+
 def test_group_serves_only_after_the_last_rank_and_dies_with_a_worker(spawn) -> None:  # type: ignore
     master = free_port()
     head = spawn(group_args(master, 0), GROUP_ENV, "head", ready=False)
     first = spawn(group_args(master, 1), GROUP_ENV, "rank1", ready=False)
-    time.sleep(1.5)
+    wait_for_log(head, "rank 1 joined", timeout=15)
+    time.sleep(0.6)  # two startup delays' worth: an incomplete group must still not serve
     assert not is_serving(head) and head.proc.poll() is None and first.proc.poll() is None
-    assert "rank 1 joined" in head.log()
     joined_at = time.monotonic()
     second = spawn(group_args(master, 2), GROUP_ENV, "rank2", ready=False)
     wait_ready(head, timeout=10)
