@@ -49,6 +49,11 @@ options:
     description: With O(mode=verify), also compare every file's sha256 (reads every byte).
     type: bool
     default: false
+  fail_on_problems:
+    description: With O(mode=verify), fail when a file is bad. Set false before a sync to learn
+      RV(transfer_bytes) for the free-space check; the problems are still returned.
+    type: bool
+    default: true
   rehash:
     description: With O(mode=create), hash every file even when the stamp says nothing changed.
     type: bool
@@ -102,6 +107,10 @@ problems:
   elements: dict
   sample: [{path: model-00003-of-00048.safetensors, problem: "short (1048576 of 10737418240 bytes)",
             expected_size: 10737418240, actual_size: 1048576}]
+transfer_bytes:
+  description: Sum of the manifest sizes of the bad files, what a sync has to write (verify).
+  returned: mode=verify
+  type: int
 extra_files:
   description: Files present but not in the manifest (a warning, not a failure).
   returned: mode=verify
@@ -126,6 +135,7 @@ def main() -> None:
             revision=dict(type="str"),
             expected_revision=dict(type="str"),
             hashes=dict(type="bool", default=False),
+            fail_on_problems=dict(type="bool", default=True),
             rehash=dict(type="bool", default=False),
             jobs=dict(type="int", default=4),
             node=dict(type="str"),
@@ -151,17 +161,17 @@ def main() -> None:
     if not module._diff:
         result.pop("diff", None)
     if p["mode"] == "verify":
-        finish_verify(module, result, p["expected_revision"], node)
+        finish_verify(module, result, p["expected_revision"], node, p["fail_on_problems"])
     module.exit_json(**result)
 
 
-def finish_verify(module: AnsibleModule, result: dict, expected_revision: str, node: str) -> None:
+def finish_verify(module: AnsibleModule, result: dict, expected_revision: str, node: str, fail: bool) -> None:
     for path in result["extra_files"]:
         module.warn(f"{node}: {path} is not in the manifest")
     if expected_revision and result["revision"] != expected_revision:
         module.fail_json(**{**result, "ok": False, "msg": f"{node}: manifest is for revision {result['revision']}, "
                                                           f"expected {expected_revision}"})
-    if not result["ok"]:
+    if fail and not result["ok"]:
         module.fail_json(**result)
 
 

@@ -219,6 +219,12 @@ def extra_files(manifest: Mapping[str, Any], files: Sequence[FileInfo], odd: Seq
     return sorted(({f.path for f in files} - listed) | ({p.path for p in odd} - listed))
 
 
+def transfer_bytes(manifest: Mapping[str, Any], problems: Sequence[Problem]) -> int:
+    """Bytes a sync must write to repair these files: the full size of each (rsync writes a new copy, then renames)."""
+    sizes = {e["path"]: e["size"] for e in manifest["files"]}
+    return sum(sizes[path] for path in {p.path for p in problems})
+
+
 def verification_message(node: str, root: str, problems: Sequence[Problem]) -> str:
     listed = "; ".join(p.text() for p in problems)
     return f"{node}: model verification failed in {root} for {len(problems)} file(s): {listed}"
@@ -261,7 +267,8 @@ def verify(root: str, manifest_path: str, stamp_path: str, hashes: bool, jobs: i
     if text is None:
         raise ManifestError(f"{node}: manifest {manifest_path} does not exist")
     manifest = parse_manifest(text, f"{node}: {manifest_path}")
-    files, odd = scan(root, (manifest_path, stamp_path))
+    # A rank that never had the model yet: everything is missing, which is what the pre-sync plan wants to know.
+    files, odd = scan(root, (manifest_path, stamp_path)) if os.path.lexists(root) else ([], [])
     problems = size_problems(manifest, files, odd)
     bad = {p.path for p in problems}
     to_hash = [e["path"] for e in manifest["files"] if hashes and e["path"] not in bad]
@@ -273,6 +280,7 @@ def verify(root: str, manifest_path: str, stamp_path: str, hashes: bool, jobs: i
         "changed": False, "ok": not problems, "node": node, "revision": manifest["revision"],
         "checked_files": len(manifest["files"]), "hashed_files": len(to_hash),
         "hashed_bytes": sum(sizes[p] for p in to_hash), "problems": [p.as_dict() for p in problems],
+        "transfer_bytes": transfer_bytes(manifest, problems),
         "extra_files": extra, "msg": verification_message(node, root, problems) if problems else
         f"{node}: {len(manifest['files'])} file(s) in {root} match the manifest of revision {manifest['revision']}"
         f" ({'sizes and sha256' if hashes else 'sizes'})",

@@ -265,3 +265,24 @@ def test_parse_manifest_errors(text: str, message: str) -> None:
     with pytest.raises(ManifestError) as info:
         parse_manifest(text, "m.json")
     assert message in str(info.value) and str(info.value).startswith("m.json: ")
+
+
+def test_verify_before_first_sync_reports_transfer_bytes(model: Path, tmp_path: Path, run_module: Any) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    manifest, stamp = state / "m.json", state / "s.json"
+    create(run_module, model, manifest=str(manifest), stamp=str(stamp))
+    total = json.loads(manifest.read_text())["total_size"]
+    target = tmp_path / "rank1" / "model"
+    failed, plan = verify(run_module, target, manifest=str(manifest), stamp=str(stamp), fail_on_problems=False)
+    assert not failed and plan["ok"] is False
+    assert plan["transfer_bytes"] == total and len(plan["problems"]) == 5
+    assert {p["problem"] for p in plan["problems"]} == {"missing"}
+    failed, result = verify(run_module, target, manifest=str(manifest), stamp=str(stamp))
+    assert failed and "for 5 file(s)" in result["msg"]
+    # Half a copy: only the files that are not right count.
+    target.mkdir(parents=True)
+    (target / "config.json").write_bytes((model / "config.json").read_bytes())
+    (target / "model-00002-of-00002.safetensors").write_bytes(b"\0" * 10)
+    failed, plan = verify(run_module, target, manifest=str(manifest), stamp=str(stamp), fail_on_problems=False)
+    assert not failed and plan["transfer_bytes"] == total - len((model / "config.json").read_bytes())
