@@ -286,3 +286,39 @@ def read_node_image(run: Runner, docker: str, ref: str, expected_id: Optional[st
     if expected_id and not facts.id_present:
         facts.id_present = inspect_image(run, docker, expected_id) is not None
     return facts, {k: found[k] for k in ("architecture", "os", "size")}
+
+
+# --- Build limits (reference §2.4) -------------------------------------------------------------
+
+GIB = 1024 ** 3
+
+
+@dataclass(frozen=True)
+class BuildLimits:
+    """Refuse below floor_gib MemAvailable; jobs = min(max_jobs, (cpus - cpu_reserve) // 2,
+    (MemAvailable - reserve_gib) // per_job_gib). Reference values: 64, 10, 4, 24, 8."""
+    floor_gib: float = 64
+    max_jobs: int = 10
+    cpu_reserve: int = 4
+    reserve_gib: float = 24
+    per_job_gib: float = 8
+
+
+def build_jobs(node: str, cpus: int, mem_available: int, limits: BuildLimits) -> Dict[str, Any]:
+    """{ok, jobs, msg}: the compile-job bound, or a refusal naming the node and the figure that failed."""
+    avail_gib = mem_available / GIB
+    by_cpu = (cpus - limits.cpu_reserve) // 2
+    by_memory = int((mem_available - limits.reserve_gib * GIB) // (limits.per_job_gib * GIB))
+    jobs = min(limits.max_jobs, by_cpu, by_memory)
+    base = {"jobs": max(jobs, 0), "by_cpu": by_cpu, "by_memory": by_memory, "mem_available": mem_available,
+            "cpus": cpus}
+    if avail_gib < limits.floor_gib:
+        return {**base, "ok": False, "msg": f"{node}: refusing to build: MemAvailable {avail_gib:.1f} GiB is below "
+                                           f"the floor of {limits.floor_gib:g} GiB"}
+    if jobs < 1:
+        return {**base, "ok": False, "msg": f"{node}: refusing to build: no compile job fits ({cpus} CPUs leave "
+                                           f"{by_cpu} by CPU; {avail_gib:.1f} GiB MemAvailable leaves {by_memory} "
+                                           f"by memory at {limits.per_job_gib:g} GiB per job above "
+                                           f"{limits.reserve_gib:g} GiB)"}
+    return {**base, "ok": True, "msg": f"{node}: {jobs} compile job(s) (CPU bound {by_cpu}, memory bound "
+                                       f"{by_memory}, cap {limits.max_jobs}; MemAvailable {avail_gib:.1f} GiB)"}
