@@ -198,13 +198,17 @@ class Hygiene:
         if not self.available:
             return {}
         deadline = time.monotonic() + (timeout if timeout is not None else self.cfg.idle_timeout)
+        # Right after a sample the engine retires requests within milliseconds: poll fast, then back off
+        # to the reference's 2 s so a long wait for foreign work costs no CPU.
+        pause = 0.02
         while True:
             snap = await self.snapshot()
             if is_idle(snap):
                 return snap
             if time.monotonic() > deadline:
                 raise Abort(f"engine not idle after {self.cfg.idle_timeout:g} s (running/waiting requests)")
-            await asyncio.sleep(min(2.0, self.cfg.poll_interval))
+            await asyncio.sleep(pause)
+            pause = min(2.0, pause * 2)
 
     async def measure(self, work: Callable[[], Awaitable[Any]], sent: int,
                       concurrency: int) -> tuple[Any, dict[str, Any]]:

@@ -1,0 +1,125 @@
+"""Scheduled benchmark: Prometheus textfile, history pruning, promotion, and the role's rendered units
+driving the scheduled runner against the stand-in (what the systemd unit executes)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from ansible.module_utils.spark_bench_metrics import parse_prometheus
+from ansible.module_utils.spark_bench_report import new_report
+from ansible.module_utils.spark_bench_schedule import promote, prometheus_textfile, prune_history, write_textfile
+from ansible.module_utils.spark_bench_stats import summarize
+
+from conftest import MODEL, ROOT, Standin
+
+SAMPLE = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_]+="([^"\\]|\\.)*",?)*\})? -?[0-9.e+-]+(inf)?$')
+
+
+def _report(verdict: str) -> dict[str, Any]:
+    rep = new_report("http://h:8000", "m", "2026-11-29T03:30:00Z", {})
+    rep.update(finished="2026-11-29T03:36:40Z", verdict=verdict, client={"cpu_s": 0.8})
+    rep["suites"] = {"quality": {"passed": 5, "ok": True, "runs": []},
+                     "decode": {"points": [{"case": "prose", "concurrency": 4, "n": 3, "failed_requests": 0,
+                                            "metrics": {"tps": summarize([190.0, 200.0, 210.0]),
+                                                        "ttft_s": summarize([0.2, 0.2, 0.2])}}]}}
+    return rep
+
+
+def test_textfile_is_valid_and_carries_the_headline(tmp_path: Path) -> None:
+    text = prometheus_textfile(_report("regression"), "/h/20261129T033000Z/bench.json")
+    for line in text.splitlines():
+        assert line.startswith("# HELP ") or line.startswith("# TYPE ") or SAMPLE.match(line), line
+    values = parse_prometheus(text)
+    assert values["sparkfleet_bench_verdict"] == 1  # exactly one verdict label is 1
+    assert 'sparkfleet_bench_verdict{model="m",url="http://h:8000",verdict="regression"} 1' in text
+    assert 'sparkfleet_bench_decode_tokens_per_second{model="m",url="http://h:8000",case="prose",concurrency="4"} 200' \
+        in text
+    assert values["sparkfleet_bench_last_run_timestamp_seconds"] == 1795923400.0
+    path = write_textfile(tmp_path / "tf", text)
+    assert path.name == "sparkfleet_bench.prom" and oct(path.stat().st_mode & 0o777) == "0o644"
+    assert [p.name for p in (tmp_path / "tf").iterdir()] == ["sparkfleet_bench.prom"]
+
+
+def test_prune_and_promote(tmp_path: Path) -> None:
+    stamps = [f"2026112{i}T033000Z" for i in range(5)]
+    for stamp in stamps:
+        (tmp_path / stamp).mkdir()
+    (tmp_path / "notes").mkdir()
+    removed = prune_history(tmp_path, 2)
+    assert [Path(p).name for p in removed] == stamps[:3]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(stamps[3:] + ["notes"])
+    with pytest.raises(ValueError):
+        prune_history(tmp_path, 0)
+    (tmp_path / "bad.json").write_text(json.dumps(_report("fail")))
+    with pytest.raises(ValueError, match="only a passing report"):
+        promote(tmp_path / "bad.json", tmp_path / "base.json")
+    (tmp_path / "good.json").write_text(json.dumps(_report("pass")))
+    promote(tmp_path / "good.json", tmp_path / "b" / "base.json")
+    assert json.loads((tmp_path / "b" / "base.json").read_text())["verdict"] == "pass"
+
+
+def _render(tmp_path: Path, url: str) -> Path:
+    out = tmp_path / "rendered"
+    out.mkdir()
+    extra = {"bench_schedule_test_dir": str(out), "spark_bench_schedule_url": url,
+             "spark_bench_schedule_model": MODEL, "spark_bench_schedule_install_dir": str(ROOT),
+             "spark_bench_schedule_python": sys.executable, "spark_bench_schedule_config": str(out / "bench-schedule.json"),
+             "spark_bench_schedule_history_dir": str(tmp_path / "history"),
+             "spark_bench_schedule_baseline": str(tmp_path / "state" / "baseline.json"),
+             "spark_bench_schedule_textfile_dir": str(tmp_path / "textfile"), "spark_bench_schedule_keep": 1,
+             "spark_bench_schedule_concurrency": [2], "spark_bench_schedule_cases": ["code-nothink"],
+             "spark_bench_schedule_suites": ["decode"],
+             "spark_bench_schedule_min_samples": 2, "spark_bench_schedule_max_samples": 2,
+             "spark_bench_schedule_max_tokens": 32, "spark_bench_schedule_timeout": 20}
+    proc = subprocess.run([str(ROOT / ".venv" / "bin" / "ansible-playbook"), "tests/bench/render_bench_schedule.yml",
+                           "-e", json.dumps(extra)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    return out
+
+
+def test_rendered_units_run_the_scheduled_benchmark(standin: Callable[..., Standin], tmp_path: Path) -> None:
+    server = standin({"STANDIN_ITL_S": "0.002"})
+    out = _render(tmp_path, server.url)
+    service = (out / "sparkfleet-bench.service").read_text()
+    timer = (out / "sparkfleet-bench.timer").read_text()
+    assert "OnCalendar=*-*-* 03:30:00" in timer and "Persistent=true" in timer
+    assert "Unit=sparkfleet-bench.service" in timer and "WantedBy=timers.target" in timer
+    assert "Type=oneshot" in service and f"ReadWritePaths={tmp_path / 'history'}" in service
+    config = json.loads((out / "bench-schedule.json").read_text())
+    assert config["url"] == server.url and config["keep"] == 1 and config["api_key_file"] is None
+    if shutil.which("systemd-analyze"):
+        verify = subprocess.run(["systemd-analyze", "verify", str(out / "sparkfleet-bench.service"),
+                                 str(out / "sparkfleet-bench.timer")], capture_output=True, text=True, timeout=60)
+        assert "Unknown key" not in verify.stderr and "Invalid" not in verify.stderr, verify.stderr
+    exec_start = shlex.split(re.search(r"^ExecStart=(.*)$", service, re.M).group(1))
+    env = {**os.environ, **dict(line.split("=", 1)[1].split("=", 1) for line in service.splitlines()
+                                if line.startswith("Environment="))}
+
+    def run_unit() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(exec_start, env=env, capture_output=True, text=True, timeout=120)
+
+    first = run_unit()
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    assert "no promoted baseline" in first.stdout
+    promoted = subprocess.run(exec_start + ["--promote", "latest"], env=env, capture_output=True, text=True, timeout=60)
+    assert promoted.returncode == 0, promoted.stderr
+    second = run_unit()
+    assert second.returncode in (0, 3), second.stdout[-2000:]
+    history = tmp_path / "history"
+    reports = sorted(p.name for p in history.iterdir() if p.name != "latest")
+    assert len(reports) == 1  # keep = 1
+    assert os.readlink(history / "latest") == reports[0]
+    report = json.loads((history / "latest" / "bench.json").read_text())
+    assert report["comparison"]["baseline"] == str(tmp_path / "state" / "baseline.json")
+    assert report["comparison"]["points"]
+    prom = (tmp_path / "textfile" / "sparkfleet_bench.prom").read_text()
+    assert f'verdict="{report["verdict"]}"}} 1' in prom
+    assert parse_prometheus(prom)["sparkfleet_bench_decode_tokens_per_second"] > 0
