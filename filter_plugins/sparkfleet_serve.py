@@ -356,7 +356,7 @@ def spark_serve_refusals(profiles: Mapping[str, Any], plan: Mapping[str, Any],
     if head.get("profile") is None:
         reason = head.get("no_profile_reason")
         return [f"topology {plan['topology']} has no serving profile" + (f": {reason}" if reason else
-                                                                          " (spark_serve_profile is null)")]
+                                                                          " (spark_serve_profile is null or not set)")]
     refusals = _drift_refusals(profiles, order)
     if refusals:
         return refusals

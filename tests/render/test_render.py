@@ -145,3 +145,49 @@ def test_validate_passes_every_shipped_inventory() -> None:
         result = play(inventory, "validate.yml")
         assert result.returncode == 0, f"{inventory.name}: {result.stdout}"
         assert "Inventory valid" in result.stdout
+
+
+# --- serving specs (issue 7) ----------------------------------------------------------------------
+
+def serve_specs(out: Path, hosts: list[str]) -> dict[str, dict[str, Any]]:
+    return {h: json.loads((out / h / "serve.json").read_text()) for h in hosts}
+
+
+@pytest.mark.parametrize("name,size,image", [("tp3-triangle", 3, "vllm-ds41f-kkref:04c30fa98e79-r6"),
+                                             ("tp4-ring", 4, "vllm-ds41f-kkref:19f2c20ed4d6-r6d")])
+def test_serve_json_is_what_each_rank_launches(tmp_path: Path, name: str, size: int, image: str) -> None:
+    plan = render(ROOT / "inventories" / name, tmp_path)
+    head = plan["nodes"][0]
+    specs = serve_specs(tmp_path, [n["host"] for n in plan["nodes"]])
+    engine_args = set()
+    for node in plan["nodes"]:
+        spec = specs[node["host"]]
+        assert set(spec) == {"name", "image", "command", "env", "run"}
+        assert (spec["name"], spec["image"]) == ("dsv41-karmic-kraken", image)
+        command = spec["command"]
+        tail = ["--node-rank", str(node["rank"]), "--master-addr", head["mgmt_address"], "--master-port", "9999"]
+        if node["rank"] == 0:
+            assert command[-6:] == tail and "--headless" not in command
+        else:
+            assert command[-7:] == tail + ["--headless"]
+        engine_args.add(json.dumps(command[:-7 if node["rank"] else -6]))
+        assert command[0] == "/models"
+        assert command[command.index("--tensor-parallel-size") + 1] == command[command.index("--nnodes") + 1] == str(size)
+        assert json.loads(command[command.index("--speculative-config") + 1])["draft_tensor_parallel_size"] == size
+        # The rank's environment carries its collective environment unchanged.
+        collective = env_file(tmp_path / node["host"] / "nccl.env")
+        assert {k: spec["env"][k] for k in collective} == collective
+        assert spec["env"]["VLLM_HOST_IP"] == node["mgmt_address"] and spec["env"]["HF_HUB_OFFLINE"] == "1"
+        run = spec["run"]
+        assert (run["network_mode"], run["ipc_mode"], run["shm_size"]) == ("host", "host", "16g")
+        assert "memlock:-1:-1" in run["ulimits"] and run["devices"] == ["/dev/infiniband:/dev/infiniband:rwm"]
+        assert [v.split(":")[1:] for v in run["volumes"]] == [["/models", "ro"], ["/blobs", "ro"], ["/cache", "rw"]]
+    assert len(engine_args) == 1, "every rank must launch the same engine arguments"
+
+
+def test_pair_renders_no_serve_json_and_says_why(tmp_path: Path) -> None:
+    result = play(ROOT / "inventories" / "tp2-pair", "render.yml", "-e", f"spark_render_dir={tmp_path}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not list(tmp_path.rglob("serve.json"))
+    assert "No serve.json rendered; serve would refuse:" in result.stdout
+    assert "topology pair has no serving profile: DeepSeek V4.1 Flash does not fit in two DGX Sparks" in result.stdout

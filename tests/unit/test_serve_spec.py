@@ -202,7 +202,7 @@ def test_the_pair_refuses_to_serve() -> None:
 
 def test_a_profile_without_reason_still_refuses_clearly() -> None:
     refusals = serve.spark_serve_refusals({"dgx1": {"profile": None}, "dgx2": {"profile": None}}, plan("pair", 2))
-    assert refusals == ["topology pair has no serving profile (spark_serve_profile is null)"]
+    assert refusals == ["topology pair has no serving profile (spark_serve_profile is null or not set)"]
 
 
 def test_a_triangle_profile_on_a_ring_is_refused(tp3: dict[str, Any]) -> None:
