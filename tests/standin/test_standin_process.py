@@ -54,15 +54,16 @@ def test_group_serves_only_after_the_last_rank_and_dies_with_a_worker(spawn) -> 
     assert "rank 2" in second.log() and ("aborted" in second.log() or "rank 0" in second.log())
 
 
-def test_workers_first_then_head_and_head_loss_stops_workers(spawn) -> None:  # type: ignore
+def test_workers_first_then_head_and_head_stop_ends_the_workers(spawn) -> None:  # type: ignore
     master = free_port()
     workers = [spawn(group_args(master, r), GROUP_ENV, f"w{r}", ready=False) for r in (1, 2)]
     time.sleep(0.6)
     head = spawn(group_args(master, 0), GROUP_ENV, "head")
     assert all(w.proc.poll() is None for w in workers)
-    head.proc.kill()
+    assert head.stop(signal.SIGTERM) == 0
     codes = wait_exit(workers, timeout=5.0)
-    assert all(code not in (None, 0) for code in codes.values()), codes
+    assert all(code == 1 for code in codes.values()), codes
+    assert all("rank 0 shutting down" in w.log() for w in workers)
 
 
 def test_mismatched_engine_arguments_fail_the_group(spawn) -> None:  # type: ignore

@@ -49,22 +49,30 @@ def truth_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-u
         server.stop()
 
 
+def lateness(server: Server) -> float:
+    """How late this machine delivers a first token right now: fastest of five 1-token requests minus truth.
+
+    Client-side noise on a loaded 2-core box is one-sided (late, never early) and mostly scheduler wake-up
+    latency, so timing checks subtract this baseline, as the bench does for its prefill rate.
+    """
+    fastest = min(stream(server, "/v1/completions", body(1, 2)).ttft for _ in range(5))
+    late = fastest - (0.005 + 1 / 4000)
+    assert late > -0.002, "the server delivered a first token before its due time"
+    return late
+
+
 def test_ttft_follows_prefill_rate(truth_server: Server) -> None:
-    # Client-side noise on a shared 2-core box is one-sided (late, never early): medians of interleaved
-    # runs, a baseline-corrected check like the bench's prefill rate, and the server's own TTFT histogram.
     before = metrics(truth_server)
-    base, runs = [], []
-    for _ in range(5):
-        base.append(stream(truth_server, "/v1/completions", body(1, 2)))
-        runs.append(stream(truth_server, "/v1/completions", body(400, 2)))
+    late = lateness(truth_server)
+    runs = [stream(truth_server, "/v1/completions", body(400, 2)) for _ in range(5)]
     assert {r.usage["prompt_tokens"] for r in runs} == {400}
-    truth, base_truth = 0.005 + 400 / 4000, 0.005 + 1 / 4000
-    target = statistics.median(r.ttft for r in runs)
-    assert target - statistics.median(r.ttft for r in base) == pytest.approx(truth - base_truth, abs=0.005)
-    assert truth - 0.002 < target < truth + 0.010
+    truth = 0.005 + 400 / 4000
+    fastest = min(r.ttft for r in runs)
+    assert fastest - late == pytest.approx(truth, abs=0.005)
+    assert fastest > truth - 0.002
     after = metrics(truth_server)
     served = after["vllm:time_to_first_token_seconds_sum"] - before["vllm:time_to_first_token_seconds_sum"]
-    assert served == pytest.approx(5 * (truth + base_truth), abs=0.01)
+    assert served == pytest.approx(5 * truth + 5 * (0.005 + 1 / 4000), abs=0.01)
 
 
 def test_itl_mean_matches_the_step(truth_server: Server) -> None:
@@ -77,12 +85,14 @@ def test_itl_mean_matches_the_step(truth_server: Server) -> None:
 
 
 def test_concurrent_prefills_queue_on_one_lane(truth_server: Server) -> None:
+    late = lateness(truth_server)
     pairs = [sorted(r.ttft for r in concurrent(truth_server, [body(400, 2), body(400, 2)])) for _ in range(3)]
-    assert statistics.median(p[0] for p in pairs) == pytest.approx(0.105, abs=0.01)
-    assert statistics.median(p[1] for p in pairs) == pytest.approx(0.205, abs=0.015)
+    assert min(p[0] for p in pairs) - late == pytest.approx(0.105, abs=0.006)
+    assert min(p[1] for p in pairs) - late == pytest.approx(0.205, abs=0.008)
 
 
 def test_cached_prefix_shortens_ttft(truth_server: Server) -> None:
+    late = lateness(truth_server)
     prompt = prompt_of(800)
     colds, warms = [], []
     for _ in range(3):
@@ -92,8 +102,8 @@ def test_cached_prefix_shortens_ttft(truth_server: Server) -> None:
         warms.append(stream(truth_server, "/v1/completions", shared))
     assert {c.usage["prompt_tokens_details"]["cached_tokens"] for c in colds} == {0}
     assert {w.usage["prompt_tokens_details"]["cached_tokens"] for w in warms} == {784}
-    assert 0.205 - 0.002 < statistics.median(c.ttft for c in colds) < 0.205 + 0.010
-    assert 0.009 - 0.002 < statistics.median(w.ttft for w in warms) < 0.009 + 0.010
+    assert min(c.ttft for c in colds) - late == pytest.approx(0.005 + 800 / 4000, abs=0.008)
+    assert min(w.ttft for w in warms) - late == pytest.approx(0.005 + 16 / 4000, abs=0.005)
 
 
 def test_per_stream_step_cost(spawn) -> None:  # type: ignore[no-untyped-def]

@@ -248,7 +248,8 @@ class Api:
         async with aclosing(self.engine.generate(greq)) as tokens:
             async for stream, index, kind, text in tokens:
                 if index == 0:
-                    await resp.prepare(request)
+                    if not await self.start(request, resp):
+                        return resp
                     cached = stream.cached_tokens
                 finish = prep.plan.finish_reason if index == total - 1 else None
                 if not await self.send(resp, self.chunk(prep, greq.request_id,
@@ -258,13 +259,21 @@ class Api:
                 reasoning += kind == "reasoning"
                 if drop and generated >= DROP_AFTER_TOKENS:
                     return self.abort(request, resp)
-        if not resp.prepared:
-            await resp.prepare(request)
+        if not resp.prepared and not await self.start(request, resp):
+            return resp
         if prep.include_usage:
             usage = self.usage(prep, cached, generated, reasoning)
             await self.send(resp, self.chunk(prep, greq.request_id, None, usage))
         await self.send(resp, b"data: [DONE]\n\n")
         return resp
+
+    async def start(self, request: web.Request, resp: web.StreamResponse) -> bool:
+        """Send the response headers; False when the client has gone away."""
+        try:
+            await resp.prepare(request)
+        except (ConnectionResetError, RuntimeError):
+            return False
+        return True
 
     async def send(self, resp: web.StreamResponse, data: bytes) -> bool:
         """Write one SSE event; False when the client has gone away."""

@@ -37,9 +37,11 @@ class GroupFailure:
     def __init__(self) -> None:
         self.event = asyncio.Event()
         self.reason = ""
+        self.closing = False
 
     def fail(self, reason: str) -> None:
-        if not self.event.is_set():
+        """Record a failure, unless this rank is already shutting down on purpose."""
+        if not self.event.is_set() and not self.closing:
             self.reason = reason
             log.error("%s", reason)
             self.event.set()
@@ -192,7 +194,8 @@ class Head:
 
     async def stop(self) -> None:
         """Tell workers why the group ends, then close everything."""
-        reason = self.failure.reason or "head shutting down"
+        reason = self.failure.reason or "rank 0 shutting down"
+        self.failure.closing = True
         await self.broadcast({"type": "abort", "reason": reason})
         for writer in list(self.workers.values()):
             await self.close_quietly(writer)
@@ -279,6 +282,7 @@ class Worker:
                 log.info("rank %d: rank 0 is serving", self.spec.rank)
 
     async def stop(self) -> None:
+        self.failure.closing = True
         for task in list(self.tasks):
             task.cancel()
         if self.writer is not None:
