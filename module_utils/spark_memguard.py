@@ -50,7 +50,10 @@ def parse_size(value: Any) -> int:
 
 
 def format_gib(size: Optional[int]) -> str:
-    return "unreadable" if size is None else f"{size / GIB:.2f} GiB"
+    """GiB for people; sizes under 1 GiB in MiB so small test thresholds do not read as zero."""
+    if size is None:
+        return "unreadable"
+    return f"{size / GIB:.2f} GiB" if size >= GIB else f"{size / 1024 ** 2:.1f} MiB"
 
 
 def parse_meminfo(text: str) -> Dict[str, int]:
@@ -93,6 +96,36 @@ class GuardConfig:
         return {"unit": self.unit, "container": self.container, "phase": self.phase,
                 "threshold_bytes": self.threshold_bytes, "interval": float(self.interval),
                 "wait_for_container": self.wait_for_container}
+
+
+# Reference defaults per phase: threshold, sampling interval (s), wait for the container to run (s).
+PHASE_DEFAULTS: Dict[str, Dict[str, Any]] = {
+    "startup": {"threshold": "5GiB", "interval": 0.25, "wait_for_container": 120},
+    "steady": {"threshold": "3GiB", "interval": 2.0, "wait_for_container": 0},
+}
+
+
+def build_config(container: str, phase: str, threshold: Any = None, interval: Optional[float] = None,
+                 wait_for_container: Optional[int] = None, unit: Optional[str] = None,
+                 state_dir: str = "/run/sparkfleet/memguard") -> GuardConfig:
+    """A checked configuration with the phase's defaults filled in; ValueError lists every problem."""
+    if phase not in PHASES:
+        raise ValueError(f"phase must be one of {', '.join(PHASES)}, got {phase!r}")
+    defaults = PHASE_DEFAULTS[phase]
+    try:
+        threshold_bytes = parse_size(defaults["threshold"] if threshold is None else threshold)
+    except ValueError as exc:
+        raise ValueError(f"threshold {exc}") from exc
+    name = unit or unit_name(container)
+    config = GuardConfig(container=container, phase=phase, threshold_bytes=threshold_bytes,
+                         interval=float(defaults["interval"] if interval is None else interval),
+                         wait_for_container=int(defaults["wait_for_container"] if wait_for_container is None
+                                                else wait_for_container),
+                         unit=name, state_file=state_path(state_dir, name))
+    errors = config_errors(config)
+    if errors:
+        raise ValueError("; ".join(errors))
+    return config
 
 
 def unit_name(container: str) -> str:
