@@ -74,3 +74,13 @@ class Upstream:
 @pytest.fixture
 def upstream(tmp_path: Path) -> Upstream:
     return Upstream(tmp_path)
+
+
+@pytest.fixture
+def module_warnings(monkeypatch: pytest.MonkeyPatch) -> List[str]:
+    """Warnings the module emits, captured per test (Ansible's global warning list is shared by the suite)."""
+    from ansible.module_utils import basic
+
+    captured: List[str] = []
+    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, warning: captured.append(str(warning)))
+    return captured

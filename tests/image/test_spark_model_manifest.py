@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any, Dict
 
 import pytest
-from ansible.module_utils.common.warnings import get_warnings
 
 from ansible.module_utils.spark_manifest import (
     FileInfo, ManifestError, Problem, build_manifest, extra_files, parse_manifest, reusable_hashes, size_problems,
@@ -47,10 +46,6 @@ def create(run_module: Any, root: Path, check: bool = False, **over: Any) -> tup
 
 def verify(run_module: Any, root: Path, **over: Any) -> tuple[bool, Dict[str, Any]]:
     return run_module("spark_model_manifest", {"mode": "verify", "path": str(root), "node": "dgx2", **over})
-
-
-def warned() -> list[str]:
-    return [w.event.msg for w in get_warnings()]
 
 
 # --- create ------------------------------------------------------------------------------------
@@ -128,11 +123,11 @@ def test_create_refuses_cache_symlinks_naming_each(model: Path, tmp_path: Path, 
     assert not (model / "sparkfleet-manifest.json").exists()
 
 
-def test_create_warns_about_zero_length_files(model: Path, run_module: Any) -> None:
+def test_create_warns_about_zero_length_files(model: Path, run_module: Any, module_warnings: list[str]) -> None:
     (model / "generation_config.json").write_bytes(b"")
     failed, result = create(run_module, model, node="dgx1")
     assert not failed and result["file_count"] == 6
-    assert "dgx1: generation_config.json is zero-length; recorded as such (is the source complete?)" in warned()
+    assert "dgx1: generation_config.json is zero-length; recorded as such (is the source complete?)" in module_warnings
 
 
 def test_create_requires_revision_and_directory(tmp_path: Path, run_module: Any) -> None:
@@ -166,7 +161,7 @@ def test_verify_clean_copy_with_and_without_hashes(model: Path, run_module: Any)
     assert not failed and full["ok"] and full["hashed_files"] == 5 and full["hashed_bytes"] == total
 
 
-def test_verify_names_every_bad_file(model: Path, run_module: Any) -> None:
+def test_verify_names_every_bad_file(model: Path, run_module: Any, module_warnings: list[str]) -> None:
     create(run_module, model)
     corrupted = model / "model-00001-of-00002.safetensors"
     data = bytearray(corrupted.read_bytes())
@@ -188,7 +183,7 @@ def test_verify_names_every_bad_file(model: Path, run_module: Any) -> None:
         "engram/table-layer01.bin: missing; "
         "model-00002-of-00002.safetensors: short (1000 of 200000 bytes)")
     assert sizes["extra_files"] == ["notes.txt"]
-    assert "dgx2: notes.txt is not in the manifest" in warned()
+    assert "dgx2: notes.txt is not in the manifest" in module_warnings
 
     failed, hashed = verify(run_module, model, hashes=True)
     assert failed and len(hashed["problems"]) == 4
