@@ -195,3 +195,37 @@ def test_config_validation_and_plan(tmp_path: Path) -> None:
                      prefill_sizes=[1000, 5000], prefill_texts=["filler"])
     assert validate(ok) == []
     assert plan(ok, max_model_len=4096) == ["quality", "prefill/filler-1000"]
+
+
+def _events(spaces: str) -> list[bytes]:
+    """A vLLM-like chat stream: role+reasoning, reasoning, empty content, tricky content, finish, usage."""
+    sep = ":" + spaces
+    def ev(delta: str, finish: str = "null") -> bytes:
+        return ('{"choices"' + sep + '[{"index"' + sep + '0,"delta"' + sep + delta + ',"finish_reason"' + sep + finish
+                + '}],"usage"' + sep + 'null}').encode()
+    return [ev('{"role":"assistant","reasoning_content"' + sep + '"Think"}'),
+            ev('{"reasoning_content"' + sep + '" more"}'),
+            ev('{"content"' + sep + '""}'),
+            ev('{"content"' + sep + r'"\"content\": \"x\""}'),
+            ev('{"content"' + sep + r'"\""}'),
+            ev('{"content"' + sep + '" done"}', '"length"'),
+            ('{"choices"' + sep + '[],"usage"' + sep + '{"prompt_tokens":7,"completion_tokens":5,'
+             '"completion_tokens_details":{"reasoning_tokens":2}}}').encode(),
+            b"[DONE]"]
+
+
+@pytest.mark.parametrize("spaces", ["", " "])
+def test_sse_fast_path_agrees_with_the_full_parser(spaces: str) -> None:
+    from ansible.module_utils.spark_bench_client import _Stream
+
+    fast, full = RequestResult(), RequestResult()
+    fast_stream, full_stream = _Stream(fast, keep_content=False), _Stream(full, keep_content=True)
+    for i, payload in enumerate(_events(spaces)):
+        fast_stream.feed(payload, float(i))
+        full_stream.feed(payload, float(i))
+    for res in (fast, full):
+        assert res.token_times == [0.0, 1.0, 3.0, 4.0, 5.0]
+        assert (res.t_first_token, res.t_first_answer, res.t_last_token) == (0.0, 3.0, 5.0)
+        assert (res.completion_tokens, res.reasoning_tokens, res.finish_reason) == (5, 2, "length")
+    assert fast_stream.done and full.reasoning_field == "reasoning_content"
+    assert "".join(full_stream.parts) == '"content": "x"" done'
