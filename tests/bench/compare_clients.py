@@ -119,9 +119,14 @@ def run_ours_child(args: argparse.Namespace) -> None:
     import ansible.module_utils
 
     ansible.module_utils.__path__.append(str(ROOT / "module_utils"))
+    import ansible.module_utils.spark_bench_suites  # noqa: F401  (start-up cost measured apart)
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    start_cpu = usage.ru_utime + usage.ru_stime
     data = asyncio.run(_measure(args.url, args.streams, args.runs))
     usage = resource.getrusage(resource.RUSAGE_SELF)
     data["cpu_self_s"] = usage.ru_utime + usage.ru_stime
+    data["start_cpu_s"] = start_cpu
     Path(args.out).write_text(json.dumps(data))
 
 
@@ -151,6 +156,22 @@ def _benchy(url: str, streams: int, runs: int, work: Path, venv: Path, env: dict
     return run, cpu
 
 
+def _server_ttft(url: str) -> tuple[float, float]:
+    """(sum, count) of the server's own TTFT histogram (first token scheduled - request arrival)."""
+    import urllib.request
+
+    from ansible.module_utils.spark_bench_metrics import parse_prometheus
+
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:
+        snap = parse_prometheus(resp.read().decode())
+    return snap.get("vllm:time_to_first_token_seconds_sum", 0.0), snap.get("vllm:time_to_first_token_seconds_count", 0.0)
+
+
+def _server_mean_ms(before: tuple[float, float], after: tuple[float, float]) -> float | None:
+    count = after[1] - before[1]
+    return 1000 * (after[0] - before[0]) / count if count else None
+
+
 def _pct(measured: float, truth: float) -> float:
     return 100.0 * (measured - truth) / truth
 
@@ -162,20 +183,24 @@ def compare_one(streams: int, runs: int, itl: float, work: Path, venv: Path | No
     server = Standin({"STANDIN_ITL_S": str(itl), "STANDIN_TTFT_BASE_S": str(TTFT_BASE),
                       "STANDIN_PREFILL_TPS": str(PREFILL_TPS)}, ("--max-num-seqs", "512"))
     try:
+        s0 = _server_ttft(server.url)
         ours, ours_cpu = _run_ours(server.url, streams, runs, work)
+        s1 = _server_ttft(server.url)
         row: dict[str, Any] = {"streams": streams, "itl_ms": 1000 * itl}
         truth_ttft = TTFT_BASE + statistics.mean(ours["prompt_tokens"]) / PREFILL_TPS
         truth_tps = streams / itl
         ours_tps = statistics.mean(ours["window_tps"]) if streams > 1 else statistics.mean(ours["per_stream_tps"])
         row["ours"] = {"ttft_err_ms": 1000 * (statistics.median(ours["ttft_s"]) - truth_ttft),
                        "tps_err_pct": _pct(ours_tps, truth_tps), "tps": ours_tps, "cpu_s": ours_cpu,
-                       "failed": ours["failed"]}
+                       "failed": ours["failed"], "start_cpu_s": ours["start_cpu_s"],
+                       "server_ttft_mean_ms": _server_mean_ms(s0, s1)}
         if venv is not None and env is not None:
             benchy, benchy_cpu = _benchy(server.url, streams, runs, work, venv, env)
+            s2 = _server_ttft(server.url)
             b_ttft = statistics.median(benchy["e2e_ttft"]["values"]) / 1000.0
             b_tps = benchy["tg_throughput"]["mean"]
             row["llama_benchy"] = {"ttft_err_ms": 1000 * (b_ttft - truth_ttft), "tps_err_pct": _pct(b_tps, truth_tps),
-                                   "tps": b_tps, "cpu_s": benchy_cpu}
+                                   "tps": b_tps, "cpu_s": benchy_cpu, "server_ttft_mean_ms": _server_mean_ms(s1, s2)}
             row["cpu_ratio_ours_over_benchy"] = ours_cpu / benchy_cpu if benchy_cpu else None
         row["truth"] = {"ttft_ms": 1000 * truth_ttft, "tps": truth_tps}
         return row
@@ -184,7 +209,9 @@ def compare_one(streams: int, runs: int, itl: float, work: Path, venv: Path | No
 
 
 def _line(name: str, fig: dict[str, Any]) -> str:
-    return (f"  {name:<13} TTFT err {fig['ttft_err_ms']:+7.2f} ms   tok/s {fig['tps']:9.1f} "
+    server = fig.get("server_ttft_mean_ms")
+    return (f"  {name:<13} TTFT err {fig['ttft_err_ms']:+7.2f} ms (server's own mean TTFT "
+            f"{'n/a' if server is None else f'{server:.2f}'} ms)   tok/s {fig['tps']:9.1f} "
             f"(err {fig['tps_err_pct']:+6.2f} %)   client CPU {fig['cpu_s']:6.2f} s")
 
 
@@ -195,6 +222,8 @@ def main_compare(args: argparse.Namespace) -> None:
     env = prepare_benchy(work, venv)
     result: dict[str, Any] = {"truth": {"ttft_base_s": TTFT_BASE, "itl_s": args.itl, "pp": PP, "tg": TG},
                               "runs": args.runs, "rows": []}
+    result["load_average_at_start"] = os.getloadavg()
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs (timing figures degrade with load)")
     for streams in [int(s) for s in args.streams.split(",")]:
         t0 = time.perf_counter()
         row = compare_one(streams, args.runs, args.itl, work, venv, env)
@@ -212,6 +241,7 @@ def main_compare(args: argparse.Namespace) -> None:
               f"(truth {row['truth']['tps']:.0f} tok/s)")
         print(_line("ours", row["ours"]))
     rows = result["rows"]
+    result["load_average_at_end"] = os.getloadavg()
     result["summary"] = {
         "ours_median_ttft_err_ms": statistics.median(abs(r["ours"]["ttft_err_ms"]) for r in rows),
         "ours_max_tps_err_pct": max(abs(r["ours"]["tps_err_pct"]) for r in rows),
