@@ -1,0 +1,156 @@
+"""The lab bring-up's pure side: rendered plan → Docker objects, names, mounts, renames, lab inventory.
+
+The plan fixtures are real output of playbooks/render.yml for inventories/tp3-triangle and tp4-ring.
+"""
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+_spec = importlib.util.spec_from_file_location("sparkfleet_unit_conftest", ROOT / "tests" / "unit" / "conftest.py")
+assert _spec and _spec.loader
+_unit = sys.modules.get(_spec.name)
+if _unit is None:
+    _unit = importlib.util.module_from_spec(_spec)
+    sys.modules[_spec.name] = _unit
+    _spec.loader.exec_module(_unit)
+
+lab: ModuleType = _unit.load_source("molecule/lab", "lab")
+
+
+def plan(name: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / f"plan-{name}.json").read_text())
+
+
+def test_triangle_has_six_cable_networks_with_exact_subnets() -> None:
+    lp = lab.lab_plan("tp3", plan("tp3"))
+    assert [c.subnet for c in lp.cables] == [
+        "10.12.1.0/24", "10.12.2.0/24", "10.13.1.0/24", "10.13.2.0/24", "10.23.1.0/24", "10.23.2.0/24"]
+    assert {c.gateway for c in lp.cables} == {f"{c.subnet.rsplit('.', 1)[0]}.254" for c in lp.cables}
+    assert all(c.gateway.endswith(".254") for c in lp.cables)
+    first = lp.cables[0]
+    assert first.network == "sparkfleet-tp3-cable-10.12.1"
+    assert {(e.host, e.netdev, e.address) for e in first.ends} == {
+        ("dgx1", "enp1s0f0np0", "10.12.1.1"), ("dgx2", "enp1s0f1np1", "10.12.1.2")}
+
+
+def test_ring_cables_only_join_neighbours() -> None:
+    lp = lab.lab_plan("tp4", plan("tp4"))
+    pairs = {tuple(sorted(e.host for e in c.ends)) for c in lp.cables}
+    assert pairs == {("dgx1", "dgx2"), ("dgx2", "dgx3"), ("dgx3", "dgx4"), ("dgx1", "dgx4")}
+    assert len(lp.cables) == 8
+    assert [n.host for n in lp.nodes] == ["dgx1", "dgx2", "dgx3", "dgx4"]
+
+
+def test_management_network_covers_the_addresses_with_a_free_gateway() -> None:
+    lp = lab.lab_plan("tp3", plan("tp3"))
+    assert (lp.mgmt_subnet, lp.mgmt_gateway, lp.mgmt_network) == ("10.0.1.0/24", "10.0.1.254", "sparkfleet-tp3-mgmt")
+    data = plan("tp3")
+    data["nodes"][2]["mgmt_address"] = "10.0.1.254"
+    assert lab.lab_plan("tp3", data).mgmt_gateway == "10.0.1.253"
+
+
+def test_management_addresses_in_two_subnets_are_refused_naming_hosts() -> None:
+    data = plan("tp3")
+    data["nodes"][1]["mgmt_address"] = "10.0.2.72"
+    with pytest.raises(lab.LabError, match=r"dgx2=10\.0\.2\.72"):
+        lab.lab_plan("tp3", data)
+
+
+def test_a_subnet_with_three_ends_is_refused() -> None:
+    data = plan("tp3")
+    data["nodes"][2]["interfaces"].append(copy.deepcopy(data["nodes"][0]["interfaces"][0]))
+    with pytest.raises(lab.LabError, match=r"10\.12\.1\.0/24 must join exactly two hosts"):
+        lab.lab_plan("tp3", data)
+
+
+def test_empty_plan_is_refused() -> None:
+    with pytest.raises(lab.LabError, match="no nodes"):
+        lab.lab_plan("tp3", {"topology": "triangle", "nodes": []})
+
+
+@pytest.mark.parametrize(("fs_type", "requested", "mount"), [
+    ("cgroup2fs", "auto", "/sys/fs/cgroup:/sys/fs/cgroup:rw"),
+    ("tmpfs", "auto", "/sys/fs/cgroup:/sys/fs/cgroup:ro"),
+    ("tmpfs", "rw", "/sys/fs/cgroup:/sys/fs/cgroup:rw"),
+    ("cgroup2fs", "ro", "/sys/fs/cgroup:/sys/fs/cgroup:ro"),
+])
+def test_cgroup_variant_detected_and_overridable(fs_type: str, requested: str, mount: str) -> None:
+    assert lab.cgroup_mount(fs_type, requested) == mount
+
+
+def test_unknown_cgroup_variant_is_refused() -> None:
+    with pytest.raises(lab.LabError, match="SPARK_LAB_CGROUP=v3"):
+        lab.cgroup_mount("tmpfs", "v3")
+
+
+def test_node_runs_systemd_with_the_measured_capabilities_and_no_privilege() -> None:
+    lp = lab.lab_plan("tp3", plan("tp3"))
+    args = lab.run_args(lp, lp.nodes[0], "sparkfleet-lab/node:abc", "/sys/fs/cgroup:/sys/fs/cgroup:ro")
+    joined = " ".join(args)
+    for flag in ("--name dgx1", "--hostname dgx1", "--label sparkfleet.lab=tp3", "--ip 10.0.1.71",
+                 "--cap-add SYS_ADMIN", "--cap-add NET_ADMIN", "seccomp=unconfined", "apparmor=unconfined",
+                 "--cgroupns=host", "--tmpfs /run", "--tmpfs /run/lock",
+                 "sparkfleet-tp3-dgx1-docker:/var/lib/docker", "--network sparkfleet-tp3-mgmt"):
+        assert flag in joined
+    assert "--privileged" not in args
+    assert args[-1] == "sparkfleet-lab/node:abc"
+
+
+def test_rename_batch_flushes_cable_addresses_and_keeps_the_management_one() -> None:
+    assert lab.rename_batch([("eth1", "enp1s0f0np0")], keep_address=False).splitlines() == [
+        "link set dev eth1 down", "link set dev eth1 name enp1s0f0np0",
+        "address flush dev enp1s0f0np0", "link set dev enp1s0f0np0 up"]
+    assert "address flush" not in lab.rename_batch([("eth0", "enP7s7")], keep_address=True)
+
+
+def test_interface_found_by_its_docker_address() -> None:
+    ip_json = [
+        {"ifname": "lo", "addr_info": [{"family": "inet", "local": "127.0.0.1"}]},
+        {"ifname": "eth2", "addr_info": [{"family": "inet6", "local": "fe80::1"},
+                                         {"family": "inet", "local": "10.13.1.1"}]},
+    ]
+    assert lab.interface_by_address(ip_json, "10.13.1.1") == "eth2"
+    with pytest.raises(lab.LabError, match="10.12.1.1"):
+        lab.interface_by_address(ip_json, "10.12.1.1")
+
+
+def test_lab_hosts_keep_every_variable_and_reach_nodes_through_docker() -> None:
+    lp = lab.lab_plan("tp3", plan("tp3"))
+    source = {"spark": {"hosts": {"dgx1": {"ansible_host": "10.0.1.71", "spark_rank": 0, "spark_node_id": 1}},
+                        "children": {"heads": {"hosts": {"dgx1": None}}}}}
+    out = lab.lab_hosts(source, lp)
+    dgx1 = out["spark"]["hosts"]["dgx1"]
+    assert dgx1["ansible_connection"] == "community.docker.docker"
+    assert dgx1["ansible_host"] == "dgx1"
+    assert dgx1["spark_mgmt_address"] == "10.0.1.71"
+    assert (dgx1["spark_rank"], dgx1["spark_node_id"]) == (0, 1)
+    assert out["spark"]["children"]["heads"]["hosts"]["dgx1"]["ansible_host"] == "dgx1"
+    assert source["spark"]["hosts"]["dgx1"]["ansible_host"] == "10.0.1.71"  # the source is not modified
+
+
+def test_written_inventory_parses_with_the_shipped_group_vars(tmp_path: Path) -> None:
+    lp = lab.lab_plan("tp4", plan("tp4"))
+    dest = lab.write_inventory(ROOT / "inventories" / "tp4-ring", tmp_path / "inventory", lp)
+    assert sorted(p.name for p in dest.iterdir()) == ["group_vars", "host_vars", "hosts.yml"]
+    assert (dest / "group_vars" / "spark" / "fabric.yml").read_text() == \
+        (ROOT / "inventories" / "tp4-ring" / "group_vars" / "spark" / "fabric.yml").read_text()
+    hosts = yaml.safe_load((dest / "hosts.yml").read_text())
+    assert sorted(hosts["spark"]["hosts"]) == ["dgx1", "dgx2", "dgx3", "dgx4"]
+    listing = subprocess.run([str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(dest), "--list"],
+                             capture_output=True, text=True, check=True)
+    hostvars = json.loads(listing.stdout)["_meta"]["hostvars"]
+    assert hostvars["dgx3"]["ansible_connection"] == "community.docker.docker"
+    assert hostvars["dgx3"]["spark_mgmt_address"] == "10.0.1.73"
+    assert hostvars["dgx3"]["spark_topology"] == "ring"
