@@ -1,0 +1,67 @@
+"""sparkfleet_image filters: the same tag, labels and verdicts as module_utils/spark_image, Ansible errors."""
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any, Dict
+
+import pytest
+from ansible.errors import AnsibleFilterError
+from conftest import ROOT, load_source
+
+from ansible.module_utils.spark_image import content_tag, identity_labels
+
+FILTERS = load_source("filter_plugins", "sparkfleet_image").FilterModule().filters()
+LOCK = [
+    {"name": "vllm", "repository": "/srv/vllm", "commit": "c" * 40, "patches": ["vllm/0001.patch"],
+     "patchset_sha256": "1" * 64, "tree": "a" * 40},
+    {"name": "b12x", "repository": "/srv/b12x", "commit": "d" * 40, "patches": [],
+     "patchset_sha256": "2" * 64, "tree": "b" * 40},
+]
+ID = "sha256:" + "e" * 64
+
+
+def test_tag_and_labels_match_the_module_utils() -> None:
+    trees = {"vllm": "a" * 40, "b12x": "b" * 40}
+    assert FILTERS["spark_image_tag"](LOCK, "sparkfleet/vllm", "r6") == content_tag("sparkfleet/vllm", "r6", trees)
+    assert FILTERS["spark_image_labels"](LOCK, "r6") == identity_labels("r6", trees, {"vllm": "1" * 64,
+                                                                                    "b12x": "2" * 64})
+
+
+def test_errors_are_filter_errors_naming_the_entry() -> None:
+    with pytest.raises(AnsibleFilterError, match=r"spark_image_upstreams\[1\] \(b12x\): field 'tree'"):
+        FILTERS["spark_image_tag"]([LOCK[0], {**LOCK[1], "tree": "short"}], "sparkfleet/vllm", "r6")
+    with pytest.raises(AnsibleFilterError, match="spark_image_upstreams must be a list, got str"):
+        FILTERS["spark_image_labels"]("vllm", "r6")
+    with pytest.raises(AnsibleFilterError, match="release 'r 6'"):
+        FILTERS["spark_image_tag"](LOCK, "sparkfleet/vllm", "r 6")
+
+
+def test_plan_and_mismatches() -> None:
+    nodes: Dict[str, Any] = {
+        "dgx1": {"present": True, "id": ID, "labels": {"l": "1"}},
+        "dgx2": {"present": False, "id_present": False},
+        "dgx3": {"present": True, "id": "sha256:" + "f" * 64, "labels": {"l": "1"}},
+    }
+    plan = FILTERS["spark_image_plan"](nodes, "sparkfleet/vllm:r6-x", ID)
+    assert plan["current"] == ["dgx1"] and plan["send"] == ["dgx2"]
+    assert plan["error"].startswith("tag sparkfleet/vllm:r6-x names a different image on 1 node(s)")
+    found = FILTERS["spark_image_mismatches"](nodes, ID, {"l": "1"})
+    assert [m["node"] for m in found] == ["dgx2", "dgx3"]
+    assert FILTERS["spark_image_mismatch_message"](found, "t").startswith("image t differs on 2 node(s) (dgx2, dgx3)")
+
+
+def test_filters_load_under_ansible() -> None:
+    """The filter file resolves module_utils/spark_image.py by itself when Ansible loads it."""
+    expr = "{{ lock | spark_image_tag('sparkfleet/vllm', 'r6') }}"
+    proc = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "ansible"), "localhost", "-i", "localhost,", "-c", "local", "-m", "debug",
+         "-a", f"msg={expr}", "-e", json.dumps({"lock": LOCK})],
+        cwd=ROOT, env={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "PATH": "/usr/bin:/bin",
+                       "ANSIBLE_STDOUT_CALLBACK": "json", "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1"},
+        capture_output=True, text=True, check=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    # profile_tasks (ansible.cfg) prints a timing line around the JSON document.
+    document, _ = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("\n{") + 1:])
+    result = document["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    assert result["msg"] == content_tag("sparkfleet/vllm", "r6", {"vllm": "a" * 40, "b12x": "b" * 40})
