@@ -21,7 +21,9 @@ LIVE_STATUSES = (WAITING, GUARDING)
 LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG = 3, 4, 6, 7
 SYSLOG_IDENTIFIER = "spark-memguard"
 # Reference unit properties: never the OOM killer's victim, a protected memory floor, CPU priority.
-UNIT_PROPERTIES = ("Type=simple", "OOMScoreAdjust=-1000", "MemoryMin=64M", "CPUWeight=1000",
+# KillMode=mixed: `systemctl stop` (a phase switch) must SIGTERM only the watcher; with the default
+# control-group mode an in-flight `docker inspect` child died too and read as a vanished container.
+UNIT_PROPERTIES = ("Type=simple", "OOMScoreAdjust=-1000", "MemoryMin=64M", "CPUWeight=1000", "KillMode=mixed",
                    f"SyslogIdentifier={SYSLOG_IDENTIFIER}")
 RUNNING_UNIT_STATES = ("active", "activating", "reloading")
 GIB = 1024 ** 3
@@ -174,7 +176,8 @@ def systemd_run_argv(config: GuardConfig, python: str, program: str, docker: str
     argv += [f"--property={prop}" for prop in UNIT_PROPERTIES]
     if user:
         argv.append(f"--property=User={user}")
-    return argv + ["--", python, program] + guard_args(config, docker)
+    # -B: the program directory stays exactly the two shipped files (no __pycache__ to clean up).
+    return argv + ["--", python, "-B", program] + guard_args(config, docker)
 
 
 # --- the watcher's decisions ----------------------------------------------------------------------
@@ -186,6 +189,7 @@ class Observation:
     now: float
     mem_available: Optional[int]
     container: str
+    note: str = ""  # why docker inspect failed, kept for the journal
 
 
 @dataclass(frozen=True)
@@ -242,7 +246,8 @@ def journal_line(config: GuardConfig, obs: Observation, verdict: Verdict, wall: 
         return f"<{verdict.level}>sample {values}"
     action = f" action=docker kill --signal KILL {config.container}" if verdict.kill else ""
     label = "TRIP" if verdict.event == "trip" else verdict.event.upper()
-    return f"<{verdict.level}>{label} at {wall}: {values}{action}: {verdict.detail}"
+    note = f" (docker inspect: {obs.note})" if obs.note else ""
+    return f"<{verdict.level}>{label} at {wall}: {values}{action}: {verdict.detail}{note}"
 
 
 def kill_line(config: GuardConfig, rc: int, output: str, wall: str) -> str:

@@ -56,15 +56,16 @@ class Host:
         except (OSError, ValueError):
             return None
 
-    def container(self, name: str) -> str:
+    def container(self, name: str) -> Tuple[str, str]:
+        """(running|stopped|absent, why inspect failed)."""
         try:
             done = subprocess.run([self.docker, "inspect", "--format", "{{.State.Running}}", name],
                                   capture_output=True, text=True, timeout=10, check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            return ABSENT
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return ABSENT, str(exc)
         if done.returncode != 0:
-            return ABSENT
-        return RUNNING if done.stdout.strip() == "true" else STOPPED
+            return ABSENT, f"rc {done.returncode}: {(done.stderr or done.stdout).strip()[:200]}"
+        return (RUNNING if done.stdout.strip() == "true" else STOPPED), ""
 
     def kill(self, name: str) -> Tuple[int, str]:
         try:
@@ -93,7 +94,11 @@ def run(config: GuardConfig, host: Any, pid: int, stop: Callable[[], bool] = lam
     doc: Optional[Dict[str, Any]] = None
     last_write = float("-inf")
     while not stop():
-        obs = Observation(now=host.now(), mem_available=host.mem_available(), container=host.container(config.container))
+        available = host.mem_available()
+        container, note = host.container(config.container)
+        obs = Observation(now=host.now(), mem_available=available, container=container, note=note)
+        if stop():
+            break  # a sample taken while being stopped proves nothing; never kill on it
         verdict = decide(config, state, obs)
         wall = host.wall()
         host.emit(journal_line(config, obs, verdict, wall))

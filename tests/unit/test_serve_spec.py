@@ -149,7 +149,8 @@ def test_env_is_the_collective_env_plus_the_profile(tp3: dict[str, Any]) -> None
 
 def test_run_options_are_the_reference_container(tp3: dict[str, Any]) -> None:
     run = specs("triangle", 3, tp3)["dgx3"]["run"]
-    assert run["network_mode"] == "host" and run["ipc_mode"] == "host" and run["gpus"] == "all"
+    assert run["network_mode"] == "host" and run["ipc_mode"] == "host"
+    assert run["device_requests"] == [{"driver": "nvidia", "count": -1, "capabilities": [["gpu"]]}]
     assert run["devices"] == ["/dev/infiniband:/dev/infiniband:rwm"]
     assert run["capabilities"] == ["IPC_LOCK"]
     assert run["ulimits"] == ["memlock:-1:-1", "stack:67108864:67108864"]

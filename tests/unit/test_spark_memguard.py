@@ -86,8 +86,8 @@ def test_systemd_run_argv() -> None:
         "/usr/bin/systemd-run", "--unit=dsv41-karmic-kraken-memguard.service", "--collect",
         "--description=sparkfleet startup memory guard of container dsv41-karmic-kraken",
         "--property=Type=simple", "--property=OOMScoreAdjust=-1000", "--property=MemoryMin=64M",
-        "--property=CPUWeight=1000", "--property=SyslogIdentifier=spark-memguard", "--",
-        "/usr/bin/python3", "/usr/local/libexec/sparkfleet/memguard.py",
+        "--property=CPUWeight=1000", "--property=KillMode=mixed", "--property=SyslogIdentifier=spark-memguard", "--",
+        "/usr/bin/python3", "-B", "/usr/local/libexec/sparkfleet/memguard.py",
         "--container", "dsv41-karmic-kraken", "--phase", "startup", "--threshold-bytes", str(5 * GIB),
         "--interval", "0.25", "--wait-for-container", "120", "--unit", "dsv41-karmic-kraken-memguard",
         "--state-file", "/run/sparkfleet/memguard/dsv41-karmic-kraken-memguard.json", "--docker", "/usr/bin/docker"]
@@ -207,8 +207,8 @@ class FakeHost:
         self.current = self.samples.pop(0)
         return self.current[0]
 
-    def container(self, name: str) -> str:
-        return self.current[1]
+    def container(self, name: str) -> Tuple[str, str]:
+        return self.current[1], "rc 1: Error: No such object" if self.current[1] == "absent" else ""
 
     def kill(self, name: str) -> Tuple[int, str]:
         self.kills.append(name)
@@ -356,3 +356,21 @@ def test_confirmation() -> None:
 def test_other_guard_files() -> None:
     assert mg.other_guard_files(["a-memguard.json", "b-memguard.json"], "a-memguard")
     assert not mg.other_guard_files(["a-memguard.json", "a-memguard.json.12.tmp"], "a-memguard")
+
+
+def test_vanished_line_says_why_inspect_failed() -> None:
+    cfg = config()
+    obs = mg.Observation(3.0, 8 * GIB, "absent", note="rc 1: Error: No such object: dsv41-karmic-kraken")
+    line = mg.journal_line(cfg, obs, mg.decide(cfg, mg.WatchState(0.0, True), obs), "W")
+    assert line.startswith("<3>CONTAINER-VANISHED at W: phase=startup")
+    assert line.endswith("action=docker kill --signal KILL dsv41-karmic-kraken: the container was running and can no "
+                         "longer be inspected (docker inspect: rc 1: Error: No such object: dsv41-karmic-kraken)")
+
+
+def test_sample_taken_while_stopping_never_kills() -> None:
+    """systemctl stop during a sample: the inspect that failed because of the stop must not read as a vanished container."""
+    host = FakeHost([(8 * GIB, "running"), (8 * GIB, "absent")])
+    calls = iter([False, False, False, True])
+    assert watch.run(config(), host, pid=9, stop=lambda: next(calls)) == 0
+    assert host.kills == [] and not any(line.startswith("<3>") for line in host.lines)
+    assert host.writes[-1]["status"] == "stopped"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -230,9 +231,11 @@ def test_running_guard_trips_later_and_records_it(lab: Lab, run_module: Run) -> 
 
 
 def test_stale_guard_from_an_interrupted_run_is_replaced(lab: Lab, run_module: Run) -> None:
-    assert not run_module("spark_memory_guard", lab.args(threshold=TINY, interval=0.1))[0]
+    """A unit that runs but never reported (hung, or its status directory was wiped) is stopped and replaced."""
+    subprocess.run([str(lab.bin / "systemd-run"), "--unit=dsv41-karmic-kraken-memguard.service", "--collect", "--",
+                    "sleep", "60"], check=True)
     old = lab.pid()
-    (lab.root / "run" / "dsv41-karmic-kraken-memguard.json").unlink()
+    assert old
     failed, result = run_module("spark_memory_guard", lab.args(threshold=TINY, interval=0.1))
     assert not failed
     assert result["stale"] == "the guard unit is active but has no status file (left by an interrupted run)"
