@@ -1,8 +1,9 @@
-"""Controller-side image identity filters: tag and labels from the lock, distribution plan, fleet comparison.
+"""Controller-side image and model distribution filters: tag and labels from the lock, distribution plan,
+fleet comparison, fan-out waves over the fabric.
 
-Thin wrappers over module_utils/spark_image.py (pure, stdlib only), so the roles, render and the modules
-compute the tag, labels and verdicts with one implementation. Errors become AnsibleFilterError naming the
-lock entry, node or field.
+Thin wrappers over module_utils/spark_image.py and spark_fanout.py (pure, stdlib only), so the roles, render
+and the modules compute the tag, labels and verdicts with one implementation. Errors become
+AnsibleFilterError naming the lock entry, node or field.
 """
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ from typing import Any
 from ansible.errors import AnsibleFilterError
 
 
-def _load_image_logic() -> ModuleType:
-    """Controller-side filters cannot import the project's module_utils package; load the one shared file."""
-    path = Path(__file__).resolve().parent.parent / "module_utils" / "spark_image.py"
-    spec = importlib.util.spec_from_file_location("sparkfleet_shared_spark_image", path)
+def _load_shared(name: str) -> ModuleType:
+    """Controller-side filters cannot import the project's module_utils package; load the shared file."""
+    path = Path(__file__).resolve().parent.parent / "module_utils" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"sparkfleet_shared_{name}", path)
     if spec is None or spec.loader is None:
         raise AnsibleFilterError(f"cannot load {path}")
     if spec.name in sys.modules:
@@ -30,7 +31,8 @@ def _load_image_logic() -> ModuleType:
     return module
 
 
-_IMAGE = _load_image_logic()
+_IMAGE = _load_shared("spark_image")
+_FANOUT = _load_shared("spark_fanout")
 
 
 def _plain(value: Any) -> Any:
@@ -42,10 +44,10 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _call(function: Any, *args: Any) -> Any:
+def _call(function: Any, *args: Any, **kwargs: Any) -> Any:
     try:
-        return function(*(_plain(a) for a in args))
-    except _IMAGE.ImageError as exc:
+        return function(*(_plain(a) for a in args), **{k: _plain(v) for k, v in kwargs.items()})
+    except (_IMAGE.ImageError, _FANOUT.FanoutError) as exc:
         raise AnsibleFilterError(str(exc)) from exc
 
 
@@ -87,8 +89,18 @@ def spark_image_mismatch_message(mismatches: Any, image: str) -> str:
     return _call(_IMAGE.mismatch_message, image, mismatches)
 
 
+def spark_fanout_waves(plan: Any, source: str, targets: Any, holders: Any = (),
+                       management_fallback: bool = False) -> list[list[dict[str, Any]]]:
+    """Waves of {from, to, address, addresses, network} over the cables of the fabric plan (spark_plan)."""
+    nodes = plan.get("nodes") if isinstance(plan, Mapping) else plan
+    if not isinstance(nodes, Sequence) or isinstance(nodes, (str, bytes)):
+        raise AnsibleFilterError("spark_fanout_waves: expected the fabric plan (spark_plan) or its nodes list")
+    return _call(_FANOUT.fanout_waves, nodes, source, list(targets or []), holders=list(holders or []),
+                 management_fallback=bool(management_fallback))
+
+
 class FilterModule:
-    """sparkfleet image identity filters."""
+    """sparkfleet image and distribution filters."""
 
     def filters(self) -> dict[str, Any]:
         return {
@@ -97,4 +109,5 @@ class FilterModule:
             "spark_image_plan": spark_image_plan,
             "spark_image_mismatches": spark_image_mismatches,
             "spark_image_mismatch_message": spark_image_mismatch_message,
+            "spark_fanout_waves": spark_fanout_waves,
         }

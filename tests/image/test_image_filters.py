@@ -65,3 +65,13 @@ def test_filters_load_under_ansible() -> None:
     document, _ = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("\n{") + 1:])
     result = document["plays"][0]["tasks"][0]["hosts"]["localhost"]
     assert result["msg"] == content_tag("sparkfleet/vllm", "r6", {"vllm": "a" * 40, "b12x": "b" * 40})
+
+
+def test_fanout_waves_filter_takes_the_plan() -> None:
+    plan = json.loads((ROOT / "tests" / "image" / "fixtures" / "plan-tp4-ring.json").read_text())
+    waves = FILTERS["spark_fanout_waves"](plan, "dgx1", ["dgx2", "dgx3", "dgx4"])
+    assert [[t["to"] for t in wave] for wave in waves] == [["dgx2", "dgx4"], ["dgx3"]]
+    assert FILTERS["spark_fanout_waves"](plan["nodes"], "dgx1", ["dgx3"], ["dgx2"])[0][0]["from"] == "dgx2"
+    with pytest.raises(AnsibleFilterError, match="source controller is not on the fabric"):
+        FILTERS["spark_fanout_waves"](plan, "controller", ["dgx2"])
+    assert FILTERS["spark_fanout_waves"](plan, "controller", ["dgx2"], [], True)[0][0]["network"] == "management"

@@ -1,0 +1,92 @@
+"""Fan-out over the switchless fabric: who sends the image or the model to whom, in which wave, to which address.
+
+There is no switch, so a node can reach over the fabric only the peers it is cabled to: on a triangle every
+other node, on a four-node ring its two neighbours. Every node that already holds the payload can send it. In
+each wave every holder sends, in parallel, to each cabled neighbour that still lacks it, so the payload spreads
+along the cables. On a ring from dgx1 that means dgx1→dgx2 and dgx1→dgx4 first, then dgx2→dgx3 (the reference
+copied r6d the same way: dgx4→dgx1, dgx4→dgx3, then dgx1→dgx2). The address is the receiver's own fabric address
+on the cable between the two nodes (path 1 first). The management network is used only when the caller allows
+it: for a source that is not on the fabric (the controller, say), or for a target no cable path reaches.
+
+Pure: the input is the `nodes` list of the fabric plan (`spark_plan`, also written to plan.json).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+
+
+class FanoutError(Exception):
+    """The plan cannot deliver to every target; the message names the nodes."""
+
+
+def cable_addresses(nodes: Sequence[Mapping[str, Any]]) -> Dict[Tuple[str, str], List[str]]:
+    """{(sender, receiver): receiver's addresses on their cables, path order}, from the senders' interfaces."""
+    links: Dict[Tuple[str, str], List[Tuple[int, str]]] = {}
+    for node in nodes:
+        for iface in node.get("interfaces") or []:
+            peer, address = iface.get("peer_host"), iface.get("peer_address")
+            if peer and address:
+                links.setdefault((node["host"], peer), []).append((int(iface.get("path") or 0), str(address)))
+    return {pair: [a for _, a in sorted(entries)] for pair, entries in links.items()}
+
+
+def _order(nodes: Sequence[Mapping[str, Any]]) -> Dict[str, int]:
+    return {n["host"]: int(n.get("rank", i)) for i, n in enumerate(nodes)}
+
+
+def fanout_waves(nodes: Sequence[Mapping[str, Any]], source: str, targets: Sequence[str],
+                 holders: Sequence[str] = (), management_fallback: bool = False) -> List[List[Dict[str, Any]]]:
+    """Waves of transfers [{from, to, address, addresses, network}] that bring the payload to every target.
+
+    `holders` already have the payload (ranks holding the exact image, say) and may send too. Within a wave a
+    receiver gets exactly one sender: the holder cabled to it with the fewest sends in that wave, then lowest rank.
+    """
+    known = {n["host"] for n in nodes}
+    unknown = sorted(set(targets) - known)
+    if unknown:
+        raise FanoutError(f"fan-out targets not in the fabric plan: {', '.join(unknown)}")
+    links = cable_addresses(nodes)
+    rank = _order(nodes)
+    mgmt = {n["host"]: n.get("mgmt_address") for n in nodes}
+    have: Set[str] = {source, *holders}
+    missing = sorted(set(targets) - have, key=lambda h: rank[h])
+    waves: List[List[Dict[str, Any]]] = []
+    if source not in known and missing:
+        waves.append(_management_wave(source, missing, mgmt, management_fallback, "is not on the fabric"))
+        return waves
+    while missing:
+        wave = _fabric_wave(sorted(have & known, key=lambda h: rank[h]), missing, links)
+        if not wave:
+            waves.append(_management_wave(source, missing, mgmt, management_fallback,
+                                          "has no cable path from a holder"))
+            break
+        waves.append(wave)
+        have.update(t["to"] for t in wave)
+        missing = [h for h in missing if h not in have]
+    return waves
+
+
+def _fabric_wave(senders: Sequence[str], missing: Sequence[str],
+                 links: Mapping[Tuple[str, str], List[str]]) -> List[Dict[str, Any]]:
+    load = {s: 0 for s in senders}
+    wave = []
+    for target in missing:
+        cabled = [s for s in senders if (s, target) in links]
+        if not cabled:
+            continue
+        sender = min(cabled, key=lambda s: (load[s], senders.index(s)))
+        load[sender] += 1
+        addresses = links[(sender, target)]
+        wave.append({"from": sender, "to": target, "address": addresses[0], "addresses": list(addresses),
+                     "network": "fabric"})
+    return wave
+
+
+def _management_wave(source: str, missing: Sequence[str], mgmt: Mapping[str, Optional[str]], allowed: bool,
+                     why: str) -> List[Dict[str, Any]]:
+    if not allowed:
+        subject = f"source {source}" if why == "is not on the fabric" else ", ".join(missing)
+        raise FanoutError(f"{subject} {why}; cannot reach {', '.join(missing)} over the fabric "
+                          "(allow the management-network fallback to send there)")
+    return [{"from": source, "to": target, "address": mgmt[target], "addresses": [mgmt[target]],
+             "network": "management"} for target in missing]
