@@ -1,0 +1,157 @@
+"""LLDP parsing and the cabling comparison, on lldpctl -f json0 output captured in a scratch lab triangle
+(lldpd 1.0.16, `portidsubtype ifname`): healthy, and with dgx2's path-1 netdevs of port 0 and 1 swapped."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ansible.module_utils.spark_lldp import Neighbour, Peer, compare_cabling, parse_expect, parse_lldpctl_json0
+from conftest import ROOT
+from spark_fixtures import ansible_doc
+
+FIXTURES = ROOT / "tests/unit/fixtures/fabric"
+# The planned neighbours of dgx2 (rank 1) in the triangle (hardware-and-fabric 4.1).
+DGX2 = {
+    "enp1s0f0np0": Peer("dgx3", "enp1s0f1np1"), "enP2p1s0f0np0": Peer("dgx3", "enP2p1s0f1np1"),
+    "enp1s0f1np1": Peer("dgx1", "enp1s0f0np0"), "enP2p1s0f1np1": Peer("dgx1", "enP2p1s0f0np0"),
+}
+DGX1 = {
+    "enp1s0f0np0": Peer("dgx2", "enp1s0f1np1"), "enP2p1s0f0np0": Peer("dgx2", "enP2p1s0f1np1"),
+    "enp1s0f1np1": Peer("dgx3", "enp1s0f0np0"), "enP2p1s0f1np1": Peer("dgx3", "enP2p1s0f0np0"),
+}
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def test_parse_captured_output() -> None:
+    seen = parse_lldpctl_json0(fixture("lldp-triangle-dgx2-ok.json"))
+    assert sorted(seen) == sorted(DGX2)
+    assert seen["enp1s0f1np1"] == [Neighbour(system="dgx1", port="enp1s0f0np0", port_id="enp1s0f0np0",
+                                             port_id_type="ifname", port_descr="enp1s0f0np0")]
+
+
+def test_healthy_cabling_passes() -> None:
+    verdict = compare_cabling(DGX2, parse_lldpctl_json0(fixture("lldp-triangle-dgx2-ok.json")))
+    assert verdict["ok"] and verdict["problems"] == [] and verdict["swapped"] == []
+    assert all(p["ok"] for p in verdict["ports"].values())
+
+
+def test_swapped_ports_are_named_both() -> None:
+    verdict = compare_cabling(DGX2, parse_lldpctl_json0(fixture("lldp-triangle-dgx2-swapped.json")))
+    assert not verdict["ok"]
+    assert verdict["swapped"] == [["enp1s0f0np0", "enp1s0f1np1"]]
+    assert verdict["problems"] == [
+        "enp1s0f0np0: neighbour is dgx1:enp1s0f0np0, plan says dgx3:enp1s0f1np1; "
+        "it carries the cable planned for enp1s0f1np1",
+        "enp1s0f1np1: neighbour is dgx3:enp1s0f1np1, plan says dgx1:enp1s0f0np0; "
+        "it carries the cable planned for enp1s0f0np0",
+        "ports enp1s0f0np0 and enp1s0f1np1 are swapped (each carries the other's planned cable)",
+    ]
+    assert verdict["ports"]["enP2p1s0f0np0"]["ok"] and verdict["ports"]["enP2p1s0f1np1"]["ok"]
+
+
+def test_peer_of_a_swapped_node_names_the_far_port() -> None:
+    verdict = compare_cabling(DGX1, parse_lldpctl_json0(fixture("lldp-triangle-dgx1-peer-swapped.json")))
+    assert verdict["problems"] == ["enp1s0f0np0: neighbour is dgx2:enp1s0f0np0, plan says dgx2:enp1s0f1np1"]
+    assert verdict["swapped"] == []
+
+
+def test_missing_and_extra_neighbours() -> None:
+    one = Neighbour("dgx3", "enp1s0f1np1", "enp1s0f1np1", "ifname", "enp1s0f1np1")
+    stale = Neighbour("dgx1", "enp1s0f0np0", "enp1s0f0np0", "ifname", "enp1s0f0np0")
+    verdict = compare_cabling({"enp1s0f0np0": DGX2["enp1s0f0np0"], "enp1s0f1np1": DGX2["enp1s0f1np1"]},
+                              {"enp1s0f0np0": [one, stale]})
+    assert verdict["problems"] == [
+        "enp1s0f0np0: 2 LLDP neighbours (dgx3:enp1s0f1np1, dgx1:enp1s0f0np0), plan says only dgx3:enp1s0f1np1",
+        "enp1s0f1np1: no LLDP neighbour, plan says dgx1:enp1s0f0np0 (cable unplugged, link down or lldpd stopped there)",
+    ]
+
+
+def test_mac_port_id_falls_back_to_description_and_fqdn_is_shortened() -> None:
+    doc = {"lldp": [{"interface": [{"name": "enp1s0f0np0", "chassis": [{"name": [{"value": "dgx2.lab.example"}]}],
+                                    "port": [{"id": [{"type": "mac", "value": "02:42:0b:0c:01:02"}],
+                                              "descr": [{"value": "enp1s0f1np1"}]}]}]}]}
+    seen = parse_lldpctl_json0(json.dumps(doc))
+    assert seen["enp1s0f0np0"][0].label() == "dgx2:enp1s0f1np1"
+
+
+@pytest.mark.parametrize("text", ["", "{}", '{"lldp": [{}]}', '{"lldp": []}'])
+def test_no_neighbours_at_all(text: str) -> None:
+    assert parse_lldpctl_json0(text) == {}
+
+
+@pytest.mark.parametrize("text", ["not json", '{"lldp": ["x"]}', '{"lldp": [{"interface": [{"via": "LLDP"}]}]}'])
+def test_bad_output_is_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_lldpctl_json0(text)
+
+
+def test_parse_expect_forms_and_errors() -> None:
+    assert parse_expect({"a": "dgx2:b", "c": {"host": "dgx3", "port": "d"}}) == {
+        "a": Peer("dgx2", "b"), "c": Peer("dgx3", "d")}
+    with pytest.raises(ValueError, match=r"expect\[a\]"):
+        parse_expect({"a": "dgx2"})
+
+
+# --- the module ---------------------------------------------------------------------------------
+
+def _fake_lldpctl(monkeypatch: pytest.MonkeyPatch, text: str, rc: int = 0) -> list[list[str]]:
+    from ansible.module_utils import basic
+    calls: list[list[str]] = []
+
+    def run_command(self: Any, args: list[str], **_: Any) -> tuple[int, str, str]:
+        calls.append(args)
+        return rc, text, "" if rc == 0 else "unable to connect to socket /run/lldpd.socket"
+
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, required=False: f"/usr/sbin/{name}")
+    return calls
+
+
+def _expect(plan: dict[str, Peer]) -> dict[str, dict[str, str]]:
+    return {k: {"host": v.host, "port": v.port} for k, v in plan.items()}
+
+
+def test_module_ok_and_check_mode(run_module: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _fake_lldpctl(monkeypatch, fixture("lldp-triangle-dgx2-ok.json"))
+    for check in (False, True):
+        failed, result = run_module("spark_lldp", {"expect": _expect(DGX2)}, check_mode=check)
+        assert not failed and result["ok"] and result["changed"] is False and result["missing"] == []
+    assert calls == [["/usr/sbin/lldpctl", "-f", "json0"]] * 2
+
+
+def test_module_fails_naming_both_ports(run_module: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_lldpctl(monkeypatch, fixture("lldp-triangle-dgx2-swapped.json"))
+    failed, result = run_module("spark_lldp", {"expect": _expect(DGX2)})
+    assert failed and "ports enp1s0f0np0 and enp1s0f1np1 are swapped" in result["msg"]
+    failed, result = run_module("spark_lldp", {"expect": _expect(DGX2), "fail_on_error": False})
+    assert not failed and result["ok"] is False and result["swapped"] == [["enp1s0f0np0", "enp1s0f1np1"]]
+
+
+def test_module_reports_missing_ports(run_module: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_lldpctl(monkeypatch, '{"lldp": [{}]}')
+    failed, result = run_module("spark_lldp", {"expect": _expect(DGX2), "fail_on_error": False})
+    assert not failed and result["missing"] == sorted(DGX2)
+
+
+def test_module_lldpd_down(run_module: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_lldpctl(monkeypatch, "", rc=1)
+    failed, result = run_module("spark_lldp", {"expect": _expect(DGX2)})
+    assert failed and "is lldpd running?" in result["msg"]
+
+
+def test_module_bad_expect(run_module: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _fake_lldpctl(monkeypatch, "{}")
+    failed, result = run_module("spark_lldp", {"expect": {"enp1s0f0np0": "dgx2"}})
+    assert failed and "expect[enp1s0f0np0]" in result["msg"] and calls == []
+
+
+def test_module_documentation(tmp_path: Path) -> None:
+    proc = ansible_doc(ROOT, "spark_lldp", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "portidsubtype ifname" in proc.stdout
