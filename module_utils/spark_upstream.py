@@ -90,6 +90,9 @@ def validate_entry(raw: Mapping[str, Any], patch_dir: Optional[str], require_pin
     repository = str(raw.get("repository") or "")
     if not repository:
         raise UpstreamError(f"upstream {name}: field 'repository' is empty")
+    if repository.startswith("-"):
+        raise UpstreamError(f"upstream {name}: repository {repository!r} starts with '-' (it would be read as a "
+                            "git option)")
     if not _is_remote(repository) and not os.path.isabs(repository):
         raise UpstreamError(f"upstream {name}: repository {repository!r} is a relative path; give an absolute "
                             "path or a URL (file://, https://, ssh://)")
@@ -186,7 +189,7 @@ class GitIO:
     def __init__(self, run: Runner, git: str, dest: str, committer_name: str, committer_email: str) -> None:
         self.run = run
         self.git = git
-        self.dest = dest
+        self.dest = os.path.abspath(dest)
         self.env = {
             "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
             "GIT_COMMITTER_NAME": committer_name, "GIT_COMMITTER_EMAIL": committer_email,

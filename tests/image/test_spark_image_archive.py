@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import tarfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple

@@ -69,6 +69,7 @@ GOOD = {"name": "vllm", "repository": "/srv/vllm", "commit": "a" * 40, "patches"
     ({"name": "VLLM"}, "lock entry name 'VLLM'"),
     ({"repository": ""}, "upstream vllm: field 'repository' is empty"),
     ({"repository": "src/vllm"}, "upstream vllm: repository 'src/vllm' is a relative path"),
+    ({"repository": "--upload-pack=touch /tmp/x:y"}, "starts with '-' (it would be read as a git option)"),
     ({"commit": "abc123"}, "upstream vllm: field 'commit' must be a full 40- or 64-digit"),
     ({"commit": None}, "upstream vllm: field 'commit' is empty"),
     ({"tree": "C" * 40}, "upstream vllm: field 'tree' must be"),
