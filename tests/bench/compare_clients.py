@@ -80,7 +80,7 @@ def prepare_benchy(work: Path, venv: Path) -> dict[str, str]:
 
 # ------------------------------------------------------------------ our client, in its own process
 
-async def _measure(url: str, streams: int, runs: int) -> dict[str, Any]:
+async def _measure(url: str, streams: int, runs: int, coalesce: bool) -> dict[str, Any]:
     import random
 
     from ansible.module_utils.spark_bench_client import BenchClient
@@ -101,7 +101,7 @@ async def _measure(url: str, streams: int, runs: int) -> dict[str, Any]:
 
     async with BenchClient(url, timeout_s=600, max_connections=streams + 4) as client:
         for run in range(runs + 1):  # run 0 is the discarded warm-up, as llama-benchy's
-            results = await asyncio.gather(*(client.stream("/v1/chat/completions", body()) for _ in range(streams)))
+            results = await asyncio.gather(*(client.stream("/v1/chat/completions", body(), coalesce=coalesce) for _ in range(streams)))
             failed += sum(not r.ok for r in results)
             if run == 0 or any(not r.ok for r in results):
                 continue
@@ -123,7 +123,7 @@ def run_ours_child(args: argparse.Namespace) -> None:
 
     usage = resource.getrusage(resource.RUSAGE_SELF)
     start_cpu = usage.ru_utime + usage.ru_stime
-    data = asyncio.run(_measure(args.url, args.streams, args.runs))
+    data = asyncio.run(_measure(args.url, args.streams, args.runs, args.streams >= args.coalesce_from))
     usage = resource.getrusage(resource.RUSAGE_SELF)
     data["cpu_self_s"] = usage.ru_utime + usage.ru_stime
     data["start_cpu_s"] = start_cpu
@@ -269,6 +269,7 @@ def main() -> None:
     ours.add_argument("--streams", type=int, required=True)
     ours.add_argument("--runs", type=int, required=True)
     ours.add_argument("--out", required=True)
+    ours.add_argument("--coalesce-from", type=int, default=32, help="streams from which the decode phase is drained")
     args = parser.parse_args()
     if args.cmd == "ours":
         run_ours_child(args)

@@ -182,3 +182,27 @@ def test_admission_and_needle(standin: Callable[..., Standin], tmp_path: Path) -
     failed = run_bench(_cfg(server, tmp_path / "b", suites=["admission"], admission_tokens=6000))
     assert failed["suites"]["admission"]["preemptions"] >= 1 and failed["suites"]["admission"]["ok"] is False
     assert failed["verdict"] == "fail"
+
+
+def test_coalesced_decode_keeps_rates_and_failures(standin: Callable[..., Standin]) -> None:
+    """Many streams drained by one task: rates as accurate, a dropped stream still classified."""
+    from ansible.module_utils.spark_bench_suites import sample_metrics
+
+    server = standin({"STANDIN_ITL_S": "0.01", "STANDIN_TTFT_BASE_S": "0.02"}, ("--max-num-seqs", "64"))
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stream": True,
+            "stream_options": {"include_usage": True}, "max_tokens": 96, "min_tokens": 96, "ignore_eos": True,
+            "chat_template_kwargs": {"thinking": False}}
+
+    async def run(n: int) -> list[RequestResult]:
+        async with BenchClient(server.url, timeout_s=20, max_connections=n + 2) as client:
+            return list(await asyncio.gather(*(client.stream("/v1/chat/completions", body, coalesce=True)
+                                               for _ in range(n))))
+
+    results = asyncio.run(run(16))
+    assert all(r.ok and r.completion_tokens == 96 and len(r.token_times) == 96 for r in results)
+    m = sample_metrics(results, {})
+    assert m["per_stream_tps"] == pytest.approx(100.0, rel=0.03)
+    assert m["decode_window_tps"] == pytest.approx(1600.0, rel=0.03)
+    server.faults(drop_stream=1)
+    dropped = asyncio.run(run(4))
+    assert sorted(str(r.error_class) for r in dropped) in (["None"] * 3 + ["transport"], ["None"] * 3 + ["incomplete"])
