@@ -80,7 +80,7 @@ def prepare_benchy(work: Path, venv: Path) -> dict[str, str]:
 
 # ------------------------------------------------------------------ our client, in its own process
 
-async def _measure(url: str, streams: int, runs: int, coalesce: bool) -> dict[str, Any]:
+async def _measure(url: str, streams: int, runs: int, coalesce: bool, tg: int) -> dict[str, Any]:
     import random
 
     from ansible.module_utils.spark_bench_client import BenchClient
@@ -97,7 +97,7 @@ async def _measure(url: str, streams: int, runs: int, coalesce: bool) -> dict[st
     def body() -> dict[str, Any]:
         return {"model": MODEL, "messages": [{"role": "user", "content": nonce_prefix(rng) + filler_text(PP - 12)}],
                 "stream": True, "stream_options": {"include_usage": True}, "temperature": 0,
-                "max_tokens": TG, "min_tokens": TG, "ignore_eos": True}
+                "max_tokens": tg, "min_tokens": tg, "ignore_eos": True}
 
     async with BenchClient(url, timeout_s=600, max_connections=streams + 4) as client:
         for run in range(runs + 1):  # run 0 is the discarded warm-up, as llama-benchy's
@@ -123,7 +123,7 @@ def run_ours_child(args: argparse.Namespace) -> None:
 
     usage = resource.getrusage(resource.RUSAGE_SELF)
     start_cpu = usage.ru_utime + usage.ru_stime
-    data = asyncio.run(_measure(args.url, args.streams, args.runs, args.streams >= args.coalesce_from))
+    data = asyncio.run(_measure(args.url, args.streams, args.runs, args.streams >= args.coalesce_from, args.tg))
     usage = resource.getrusage(resource.RUSAGE_SELF)
     data["cpu_self_s"] = usage.ru_utime + usage.ru_stime
     data["start_cpu_s"] = start_cpu
@@ -132,11 +132,11 @@ def run_ours_child(args: argparse.Namespace) -> None:
 
 # ------------------------------------------------------------------ the comparison
 
-def _run_ours(url: str, streams: int, runs: int, work: Path) -> tuple[dict[str, Any], float]:
+def _run_ours(url: str, streams: int, runs: int, work: Path, tg: int) -> tuple[dict[str, Any], float]:
     out = work / f"ours-c{streams}.json"
     cpu0 = _cpu_children()
     subprocess.run([sys.executable, __file__, "ours", "--url", url, "--streams", str(streams), "--runs", str(runs),
-                    "--out", str(out)], check=True, timeout=1800)
+                    "--tg", str(tg), "--out", str(out)], check=True, timeout=1800)
     return json.loads(out.read_text()), _cpu_children() - cpu0
 
 
@@ -177,16 +177,19 @@ def _pct(measured: float, truth: float) -> float:
 
 
 def compare_one(streams: int, runs: int, itl: float, work: Path, venv: Path | None,
-                env: dict[str, str] | None) -> dict[str, Any]:
+                env: dict[str, str] | None, tg: int = TG) -> dict[str, Any]:
     from conftest import Standin
 
     server = Standin({"STANDIN_ITL_S": str(itl), "STANDIN_TTFT_BASE_S": str(TTFT_BASE),
                       "STANDIN_PREFILL_TPS": str(PREFILL_TPS)}, ("--max-num-seqs", "512"))
     try:
         s0 = _server_ttft(server.url)
-        ours, ours_cpu = _run_ours(server.url, streams, runs, work)
+        ours, ours_cpu = _run_ours(server.url, streams, runs, work, tg)
         s1 = _server_ttft(server.url)
-        row: dict[str, Any] = {"streams": streams, "itl_ms": 1000 * itl}
+        row: dict[str, Any] = {"streams": streams, "itl_ms": 1000 * itl, "tg": tg}
+        if streams > 1 and not ours["window_tps"]:
+            raise RuntimeError(f"{streams} streams: no moment when every stream was decoding (the stand-in's "
+                               f"first tokens spread beyond the earliest last token); raise --stress-tokens")
         truth_ttft = TTFT_BASE + statistics.mean(ours["prompt_tokens"]) / PREFILL_TPS
         truth_tps = streams / itl
         ours_tps = statistics.mean(ours["window_tps"]) if streams > 1 else statistics.mean(ours["per_stream_tps"])
@@ -235,9 +238,9 @@ def main_compare(args: argparse.Namespace) -> None:
         print(f"  ratios        CPU ours/llama-benchy {row['cpu_ratio_ours_over_benchy']:.3f}   |TTFT err| "
               f"{abs(row['ours']['ttft_err_ms']):.2f} vs {abs(row['llama_benchy']['ttft_err_ms']):.2f} ms", flush=True)
     if args.stress_streams:
-        row = compare_one(args.stress_streams, args.runs, args.stress_itl, work, None, None)
+        row = compare_one(args.stress_streams, args.runs, args.stress_itl, work, None, None, args.stress_tokens)
         result["stress"] = row
-        print(f"stress: ours, {args.stress_streams} streams at {1000 * args.stress_itl:g} ms between tokens "
+        print(f"stress: ours, {args.stress_streams} streams x {args.stress_tokens} tokens at {1000 * args.stress_itl:g} ms "
               f"(truth {row['truth']['tps']:.0f} tok/s)")
         print(_line("ours", row["ours"]))
     rows = result["rows"]
@@ -264,11 +267,14 @@ def main() -> None:
     cmp_.add_argument("--itl", type=float, default=0.02)
     cmp_.add_argument("--stress-streams", type=int, default=256)
     cmp_.add_argument("--stress-itl", type=float, default=0.005)
+    cmp_.add_argument("--stress-tokens", type=int, default=1024,
+                      help="output tokens per stream in the stress run (256 prefills must end inside the decode)")
     ours = sub.add_parser("ours")
     ours.add_argument("--url", required=True)
     ours.add_argument("--streams", type=int, required=True)
     ours.add_argument("--runs", type=int, required=True)
     ours.add_argument("--out", required=True)
+    ours.add_argument("--tg", type=int, default=TG)
     ours.add_argument("--coalesce-from", type=int, default=32, help="streams from which the decode phase is drained")
     args = parser.parse_args()
     if args.cmd == "ours":
