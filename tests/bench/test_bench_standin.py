@@ -206,3 +206,15 @@ def test_coalesced_decode_keeps_rates_and_failures(standin: Callable[..., Standi
     server.faults(drop_stream=1)
     dropped = asyncio.run(run(4))
     assert sorted(str(r.error_class) for r in dropped) in (["None"] * 3 + ["transport"], ["None"] * 3 + ["incomplete"])
+
+
+def test_step_time_from_spec_decode_counters(standin: Callable[..., Standin], tmp_path: Path) -> None:
+    """Stand-in with MTP (3 draft tokens, 2 accepted per step): a step yields 3 tokens, one token every ITL,
+    so the step time is 3 x ITL whatever the stream count."""
+    server = standin({"STANDIN_ITL_S": "0.01", "STANDIN_SPEC_ACCEPT": "2"},
+                     ("--speculative-config", '{"method": "mtp", "num_speculative_tokens": 3}'))
+    report = run_bench(_cfg(server, tmp_path, suites=["decode"], concurrency=[1, 2], max_tokens=64))
+    assert report["verdict"] == "pass"
+    for point in report["suites"]["decode"]["points"]:
+        assert point["spec_decode"]["accepted_per_draft"] == pytest.approx(2.0, abs=0.05)
+        assert point["metrics"]["step_ms"]["mean"] == pytest.approx(30.0, rel=0.03)
