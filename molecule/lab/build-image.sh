@@ -3,7 +3,7 @@
 # archive → `docker import` as a bootstrap image → run the recipe in a container of it → `docker export` |
 # `docker import` with the recipe's CMD. Usage: build-image.sh <node|base> <build dir>
 #
-# Content-addressed: the tag is a hash of the recipe and of this builder, so an unchanged recipe is never
+# Content-addressed: the tag is a hash of the recipe and of BUILD_FORMAT, so an unchanged recipe is never
 # rebuilt (checked with `docker image inspect`). Writes <build dir>/<name>-image.tag; for the base image also
 # <build dir>/base-image-<hash>.tar (`docker save`), which lab-up loads into every node's engine.
 set -euo pipefail
@@ -15,6 +15,9 @@ RECIPE=$HERE/images/$NAME.sh
 SUITE=${SPARK_LAB_SUITE:-bookworm}
 MIRROR=${SPARK_LAB_MIRROR:-http://deb.debian.org/debian}
 REPO=${SPARK_LAB_IMAGE_REPO:-sparkfleet-lab}
+# Bump when a change here alters what gets built (suite, import options, CMD/ENV handling); edits that only
+# touch logging or locking must not rebuild every image.
+BUILD_FORMAT="1 $SUITE $MIRROR import:CMD,ENV=container=docker"
 
 log() { echo "lab-image[$NAME]: $*" >&2; }
 
@@ -22,7 +25,7 @@ log() { echo "lab-image[$NAME]: $*" >&2; }
 mkdir -p "$BUILD_DIR"
 
 recipe_hash() {
-  cat "$0" "$RECIPE" | sha256sum | cut -c1-12
+  { echo "$BUILD_FORMAT"; cat "$RECIPE"; } | sha256sum | cut -c1-12
 }
 
 bootstrap_image() {
@@ -62,7 +65,9 @@ build() {
   container=$REPO-build-$NAME-${tag##*:}
   docker rm -f "$container" >/dev/null 2>&1 || true
   log "running recipe $(basename "$RECIPE") in $base"
-  docker run -i --name "$container" --label sparkfleet.lab=build "$base" /bin/bash -s <"$RECIPE" || {
+  # Labelled apart from the lab's objects: lab-up cleans sparkfleet.lab leftovers and must never remove a
+  # build that runs concurrently.
+  docker run -i --name "$container" --label sparkfleet.lab-build="$NAME" "$base" /bin/bash -s <"$RECIPE" || {
     docker rm -f "$container" >/dev/null; return 1; }
   log "exporting to $tag"
   docker export "$container" | docker import \
@@ -87,6 +92,10 @@ save_archive() {
 main() {
   local tag start
   tag=$REPO/$NAME:$(recipe_hash)
+  # One build per image at a time on this machine (several checkouts may share one engine); the cache
+  # check below runs after the wait, so a build finished meanwhile is reused.
+  exec 9>"$BUILD_DIR/$NAME-image.lock"
+  flock -n 9 || { log "another build of $NAME holds the lock; waiting"; flock 9; }
   start=$(date +%s)
   if docker image inspect "$tag" >/dev/null 2>&1; then
     log "cached: $tag"

@@ -348,7 +348,8 @@ def rename_interfaces(lab: LabPlan, node: Node) -> None:
     """From the host, in the node's network namespace: management → its planned name (address and
     default route kept); every cable interface → its planned netdev, address removed, link up."""
     pid = str(container_pid(node.host))
-    netns = ["nsenter", "-t", pid, "-n", "ip"]
+    # The node's own `ip` (its mount namespace), so the host needs no iproute2.
+    netns = ["nsenter", "-t", pid, "-m", "-n", "--", "ip"]
     addrs = json.loads(sh([*netns, "-j", "address"]).stdout)
     cables = [(interface_by_address(addrs, e.address), e.netdev)
               for c in lab.cables for e in c.ends if e.host == node.host]
@@ -399,14 +400,43 @@ def load_base_image(host: str, tag: str, archive: Path) -> str:
     return "loaded"
 
 
+class Phases:
+    """Seconds spent per bring-up phase, printed at the end (where lab-up time goes)."""
+
+    def __init__(self) -> None:
+        self.start = self.mark = time.monotonic()
+        self.spent: dict[str, float] = {}
+
+    def done(self, phase: str) -> None:
+        now = time.monotonic()
+        self.spent[phase] = now - self.mark
+        self.mark = now
+
+    def summary(self) -> str:
+        parts = " ".join(f"{k} {v:.0f}s" for k, v in self.spent.items())
+        return f"{time.monotonic() - self.start:.0f}s ({parts})"
+
+
+def lab_record(lab: LabPlan, args: argparse.Namespace, cgroup: str) -> str:
+    """lab.json: what this bring-up created, for debugging and for the scenarios."""
+    return json.dumps({
+        "name": lab.name, "node_image": args.node_image, "base_image": args.base_image, "cgroup": cgroup,
+        "mgmt": {"network": lab.mgmt_network, "subnet": lab.mgmt_subnet, "gateway": lab.mgmt_gateway},
+        "nodes": [n.__dict__ for n in lab.nodes],
+        "cables": [{"network": c.network, "subnet": c.subnet, "gateway": c.gateway,
+                    "ends": [e.__dict__ for e in c.ends]} for c in lab.cables],
+    }, indent=2) + "\n"
+
+
 def up(args: argparse.Namespace) -> None:
-    start = time.monotonic()
+    phases = Phases()
     state = Path(args.state_dir)
-    plan = render_plan(Path(args.inventory), state / "render")
-    lab = lab_plan(args.topology, plan)
+    lab = lab_plan(args.topology, render_plan(Path(args.inventory), state / "render"))
+    phases.done("render")
     stale = remove_all(LABEL)
     if any(stale.values()):
         log(f"removed leftovers of an earlier lab: {json.dumps(stale)}")
+    phases.done("cleanup")
     cgroup = cgroup_mount(sh(["stat", "-fc", "%T", "/sys/fs/cgroup"]).stdout.strip(),
                           os.environ.get(CGROUP_ENV, "auto"))
     log(f"{lab.name}: {len(lab.nodes)} nodes, {len(lab.cables)} cable paths, cgroup mount {cgroup}")
@@ -415,20 +445,17 @@ def up(args: argparse.Namespace) -> None:
     for node in lab.nodes:
         sh(["docker", "start", node.host])
         rename_interfaces(lab, node)
+    phases.done("create")
     with ThreadPoolExecutor(max_workers=len(lab.nodes)) as pool:
         states = list(pool.map(wait_systemd, [n.host for n in lab.nodes]))
+        phases.done("boot")
         loads = list(pool.map(lambda n: load_base_image(n.host, args.base_image, Path(args.base_archive)),
                               lab.nodes))
+        phases.done("base-image")
     inventory = write_inventory(Path(args.inventory), state / "inventory", lab)
-    (state / "lab.json").write_text(json.dumps({
-        "name": lab.name, "node_image": args.node_image, "base_image": args.base_image, "cgroup": cgroup,
-        "mgmt": {"network": lab.mgmt_network, "subnet": lab.mgmt_subnet, "gateway": lab.mgmt_gateway},
-        "nodes": [n.__dict__ for n in lab.nodes],
-        "cables": [{"network": c.network, "subnet": c.subnet, "gateway": c.gateway,
-                    "ends": [e.__dict__ for e in c.ends]} for c in lab.cables],
-    }, indent=2) + "\n")
+    (state / "lab.json").write_text(lab_record(lab, args, cgroup))
     summary = ", ".join(f"{n.host}={s}/base {ld}" for n, s, ld in zip(lab.nodes, states, loads))
-    log(f"{lab.name} up in {time.monotonic() - start:.0f}s: {summary}")
+    log(f"{lab.name} up in {phases.summary()}: {summary}")
     print(inventory)
 
 
