@@ -1,5 +1,5 @@
 # Fabric (issue 4): roles/fabric, playbooks/fabric.yml, playbooks/fabric-restore.yml (roles/fabric/README.md).
-#   make test-fabric-lab TOPOLOGY=tp3   one lab session: converge, idempotence, verify, swapped-cable and
+#   make test-fabric-lab TOPOLOGY=tp3   one lab session: converge, idempotence, check mode, verify, swapped-cable and
 #                                       restore tests (molecule/fabric/), then lab-down. Serialised with every
 #                                       other lab session by flock /tmp/sparkfleet-lab.lock; refuses (never
 #                                       tears down) when a lab someone else started is up.
@@ -23,10 +23,15 @@ fabric-lab-session:
 	mkdir -p $(FABRIC_LAB_INV)/group_vars/spark; \
 	printf -- '---\n# The lab nodes run systemd-networkd, not NetworkManager (written by make test-fabric-lab).\nspark_fabric_netplan_renderer: networkd\n' \
 	  > $(FABRIC_LAB_INV)/group_vars/spark/zz-lab-fabric.yml; \
+	echo "=== fabric check mode on fresh nodes"; $(FABRIC_PLAYBOOK) playbooks/fabric.yml --check --skip-tags verify >$(BUILD)/fabric-check-fresh.log || { tail -40 $(BUILD)/fabric-check-fresh.log; exit 1; }; \
+	for node in $$(docker ps --filter label=sparkfleet.lab --format '{{.Names}}'); do \
+	  if docker exec $$node test -e /etc/netplan/40-cx7.yaml; then echo "fabric: check mode wrote $$node:/etc/netplan/40-cx7.yaml"; exit 1; fi; done; \
 	echo "=== fabric converge"; $(FABRIC_PLAYBOOK) playbooks/fabric.yml >$(BUILD)/fabric-converge.log || { tail -40 $(BUILD)/fabric-converge.log; exit 1; }; \
 	echo "=== fabric idempotence"; $(FABRIC_PLAYBOOK) playbooks/fabric.yml >$(BUILD)/fabric-idempotence.log || { tail -40 $(BUILD)/fabric-idempotence.log; exit 1; }; \
 	if grep -E '^(dgx|localhost).*changed=[1-9]' $(BUILD)/fabric-idempotence.log; then \
 	  grep -E '^(changed|TASK)' $(BUILD)/fabric-idempotence.log | grep -B1 '^changed' ; echo "fabric: second run changed something"; exit 1; fi; \
+	echo "=== fabric check mode"; $(FABRIC_PLAYBOOK) playbooks/fabric.yml --check --diff >$(BUILD)/fabric-check.log || { tail -40 $(BUILD)/fabric-check.log; exit 1; }; \
+	if grep -E '^(dgx|localhost).*changed=[1-9]' $(BUILD)/fabric-check.log; then echo "fabric: check mode reported changes"; exit 1; fi; \
 	for step in verify swap-cables restore; do \
 	  echo "=== fabric $$step"; \
 	  $(FABRIC_PLAYBOOK) molecule/fabric/$$step.yml >$(BUILD)/fabric-$$step.log || { tail -60 $(BUILD)/fabric-$$step.log; exit 1; }; \
