@@ -47,7 +47,7 @@ REQUIRED = tuple(k for k in PROFILE_KEYS if k not in ("no_profile_reason",))
 RANK_FLAGS = ("--node-rank", "--master-addr", "--master-port", "--headless")
 SHAPE_FLAGS = ("--tensor-parallel-size", "--nnodes")
 FLAVOURS = {"4k": 4096, "64k": 65536}
-_CONTAINER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$")
+_CONTAINER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]+$")  # Docker's own rule (two characters or more)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 

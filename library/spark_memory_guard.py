@@ -220,6 +220,7 @@ from ansible.module_utils.spark_memguard import (
     plan_guard, systemd_run_argv, unit_file)
 
 PROGRAM = "memguard.py"
+SYSTEMCTL_NOT_LOADED = 5
 LIBRARY = "spark_memguard.py"
 
 
@@ -278,12 +279,18 @@ class Node:
             self.module.fail_json(msg=f"{what} failed (rc {rc}): {(err or out).strip()}", cmd=argv)
 
     def stop(self) -> None:
-        self.run([self.systemctl, "stop", "--", unit_file(self.config.unit)], f"stopping {unit_file(self.config.unit)}")
+        argv = [self.systemctl, "stop", "--", unit_file(self.config.unit)]
+        rc, out, err = self.module.run_command(argv)
+        # rc 5 = not loaded: the guard exited and --collect unloaded it between our look and the stop.
+        if rc not in (0, SYSTEMCTL_NOT_LOADED):
+            self.module.fail_json(msg=f"stopping {unit_file(self.config.unit)} failed (rc {rc}): {(err or out).strip()}", cmd=argv)
 
     def reset_failed(self) -> None:
-        # --collect usually unloads a stopped unit first; only a unit still loaded needs the reset.
-        if self.unit().loaded:
-            self.run([self.systemctl, "reset-failed", "--", unit_file(self.config.unit)], "systemctl reset-failed")
+        argv = [self.systemctl, "reset-failed", "--", unit_file(self.config.unit)]
+        rc, out, err = self.module.run_command(argv)
+        # --collect usually unloads a stopped unit first; then there is nothing left to reset.
+        if rc != 0 and self.unit().loaded:
+            self.module.fail_json(msg=f"systemctl reset-failed failed (rc {rc}): {(err or out).strip()}", cmd=argv)
 
     def remove_state(self) -> None:
         if os.path.exists(self.config.state_file):

@@ -141,7 +141,7 @@ def state_path(state_dir: str, unit: str) -> str:
 def config_errors(config: GuardConfig) -> List[str]:
     """Everything wrong with a configuration, each naming the option."""
     errors = []
-    if not re.match(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$", config.container):
+    if not re.match(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]+$", config.container):  # Docker's rule
         errors.append(f"container must be a container name, got {config.container!r}")
     if config.phase not in PHASES:
         errors.append(f"phase must be one of {', '.join(PHASES)}, got {config.phase!r}")

@@ -72,6 +72,7 @@ def test_phase_defaults_are_the_reference() -> None:
     ({"wait_for_container": -1}, "wait_for_container must be >= 0"),
     ({"unit": "x.service"}, "unit_name must be a unit name without .service"),
     ({"container": "bad name"}, "container must be a container name"),
+    ({"container": "x"}, "container must be a container name"),
 ])
 def test_build_config_refuses(kwargs: Dict[str, Any], message: str) -> None:
     args = dict(container="c1", phase="startup") | kwargs

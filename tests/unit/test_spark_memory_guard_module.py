@@ -55,15 +55,20 @@ if verb == "show":
     else:
         print("LoadState=not-found\nActiveState=inactive\nMainPID=0")
 elif verb == "stop":
-    if pid and alive(pid):
-        os.kill(pid, signal.SIGTERM)
-        for _ in range(100):
-            if not alive(pid):
-                break
-            time.sleep(0.05)
-    if os.path.exists(pidfile):
-        os.remove(pidfile)
-elif verb != "reset-failed":
+    # Like systemd with --collect: a unit whose process is gone is not loaded any more (rc 5).
+    if not (pid and alive(pid)):
+        if os.path.exists(pidfile):
+            os.remove(pidfile)
+        sys.exit(5)
+    os.kill(pid, signal.SIGTERM)
+    for _ in range(100):
+        if not alive(pid):
+            break
+        time.sleep(0.05)
+    os.remove(pidfile)
+elif verb == "reset-failed":
+    sys.exit(0 if pid and alive(pid) else 1)
+else:
     sys.exit(f"fake systemctl: unsupported {verb}")
 '''
 
