@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import hashlib
 import ipaddress
 import json
 import os
@@ -280,16 +281,41 @@ def lab_lock() -> Iterator[None]:
         yield
 
 
+def render_inputs_hash(inventory: Path) -> str:
+    """Hash of everything the rendered plan depends on: the inventory and the planning code."""
+    paths = [inventory, ROOT / "filter_plugins", ROOT / "templates", ROOT / "playbooks" / "render.yml",
+             ROOT / "playbooks" / "validate.yml"]
+    digest = hashlib.sha256()
+    for base in paths:
+        files = sorted(p for p in base.rglob("*") if p.is_file()) if base.is_dir() else [base]
+        for path in files:
+            if "__pycache__" in path.parts or not path.exists():
+                continue
+            digest.update(str(path.relative_to(ROOT if path.is_relative_to(ROOT) else path.anchor)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def render_plan(inventory: Path, out_dir: Path) -> dict[str, Any]:
-    """Run the project's render playbook: the lab never recomputes cable addresses itself."""
+    """Run the project's render playbook: the lab never recomputes cable addresses itself.
+
+    Skipped when neither the inventory nor the planning code changed since the last render.
+    """
+    out_dir = out_dir.resolve()  # ansible-playbook resolves a relative spark_render_dir from playbooks/
+    stamp, plan_file = out_dir / ".inputs", out_dir / "plan.json"
+    inputs = render_inputs_hash(inventory)
+    if plan_file.exists() and stamp.exists() and stamp.read_text() == inputs:
+        return json.loads(plan_file.read_text())
     out_dir.mkdir(parents=True, exist_ok=True)
+    stamp.unlink(missing_ok=True)
     playbook = ROOT / "playbooks" / "render.yml"
     binary = Path(sys.executable).parent / "ansible-playbook"
     proc = sh([str(binary if binary.exists() else "ansible-playbook"), "-i", str(inventory), str(playbook),
                "-e", f"spark_render_dir={out_dir}"], check=False)
     if proc.returncode != 0:
         raise LabError(f"render of {inventory} failed:\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
-    return json.loads((out_dir / "plan.json").read_text())
+    stamp.write_text(inputs)
+    return json.loads(plan_file.read_text())
 
 
 def write_inventory(source: Path, dest: Path, lab: LabPlan) -> Path:
@@ -430,7 +456,7 @@ def lab_record(lab: LabPlan, args: argparse.Namespace, cgroup: str) -> str:
 
 def up(args: argparse.Namespace) -> None:
     phases = Phases()
-    state = Path(args.state_dir)
+    state = Path(args.state_dir).resolve()
     lab = lab_plan(args.topology, render_plan(Path(args.inventory), state / "render"))
     phases.done("render")
     stale = remove_all(LABEL)
@@ -460,7 +486,7 @@ def up(args: argparse.Namespace) -> None:
 
 
 def inventory_only(args: argparse.Namespace) -> None:
-    state = Path(args.state_dir)
+    state = Path(args.state_dir).resolve()
     lab = lab_plan(args.topology, render_plan(Path(args.inventory), state / "render"))
     print(write_inventory(Path(args.inventory), state / "inventory", lab))
 

@@ -154,3 +154,13 @@ def test_written_inventory_parses_with_the_shipped_group_vars(tmp_path: Path) ->
     assert hostvars["dgx3"]["ansible_connection"] == "community.docker.docker"
     assert hostvars["dgx3"]["spark_mgmt_address"] == "10.0.1.73"
     assert hostvars["dgx3"]["spark_topology"] == "ring"
+
+
+def test_render_inputs_hash_follows_the_inventory(tmp_path: Path) -> None:
+    inv = tmp_path / "inv"
+    (inv / "group_vars" / "spark").mkdir(parents=True)
+    (inv / "hosts.yml").write_text("spark: {hosts: {dgx1: {ansible_host: 10.0.1.71}}}\n")
+    first = lab.render_inputs_hash(inv)
+    assert lab.render_inputs_hash(inv) == first
+    (inv / "group_vars" / "spark" / "fabric.yml").write_text("spark_fabric_prefix: 11\n")
+    assert lab.render_inputs_hash(inv) != first
