@@ -274,6 +274,11 @@ def status_document(config: GuardConfig, pid: int, started_at: str, previous: Op
     return doc
 
 
+def next_sleep(interval: float, began: float, now: float) -> float:
+    """Keep the sampling cadence: a sample's own time (docker inspect takes tens of ms) comes off the sleep."""
+    return max(0.0, interval - (now - began))
+
+
 def should_write(verdict: Verdict, status_changed: bool, first: bool, now: float, last_write: float) -> bool:
     """Write the first sample, every status change and every ending; otherwise at most once a second."""
     return first or status_changed or verdict.exit_code is not None or now - last_write >= 1.0

@@ -22,11 +22,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 try:
     from ansible.module_utils.spark_memguard import (
         ABSENT, RUNNING, STOPPED, STOPPED_BY_SIGNAL, GuardConfig, Observation, WatchState, advance,
-        decide, journal_line, kill_line, mem_available, should_write, status_document)
+        decide, journal_line, kill_line, mem_available, next_sleep, should_write, status_document)
 except ImportError:  # on the node: run as a program next to its copy of spark_memguard.py
     from spark_memguard import (  # type: ignore[no-redef]
         ABSENT, RUNNING, STOPPED, STOPPED_BY_SIGNAL, GuardConfig, Observation, WatchState, advance,
-        decide, journal_line, kill_line, mem_available, should_write, status_document)
+        decide, journal_line, kill_line, mem_available, next_sleep, should_write, status_document)
 
 
 def utc_now() -> str:
@@ -94,6 +94,7 @@ def run(config: GuardConfig, host: Any, pid: int, stop: Callable[[], bool] = lam
     doc: Optional[Dict[str, Any]] = None
     last_write = float("-inf")
     while not stop():
+        began = host.now()
         available = host.mem_available()
         container, note = host.container(config.container)
         obs = Observation(now=host.now(), mem_available=available, container=container, note=note)
@@ -113,7 +114,7 @@ def run(config: GuardConfig, host: Any, pid: int, stop: Callable[[], bool] = lam
         doc = new
         if verdict.exit_code is not None:
             return verdict.exit_code
-        host.sleep(config.interval)
+        host.sleep(next_sleep(config.interval, began, host.now()))
     if doc is not None:
         host.write_status(config.state_file, dict(doc, status=STOPPED_BY_SIGNAL, event="stopped", exit_code=0))
     return 0

@@ -375,3 +375,8 @@ def test_sample_taken_while_stopping_never_kills() -> None:
     assert watch.run(config(), host, pid=9, stop=lambda: next(calls)) == 0
     assert host.kills == [] and not any(line.startswith("<3>") for line in host.lines)
     assert host.writes[-1]["status"] == "stopped"
+
+
+@pytest.mark.parametrize("began,now,expected", [(10.0, 10.0, 0.25), (10.0, 10.1, 0.15), (10.0, 10.4, 0.0)])
+def test_sampling_keeps_its_cadence(began: float, now: float, expected: float) -> None:
+    assert mg.next_sleep(0.25, began, now) == pytest.approx(expected)
