@@ -220,8 +220,8 @@ from ansible.module_utils.spark_memguard import (
     plan_guard, systemd_run_argv, unit_file)
 
 PROGRAM = "memguard.py"
-SYSTEMCTL_NOT_LOADED = 5
 LIBRARY = "spark_memguard.py"
+SYSTEMCTL_NOT_LOADED = 5
 
 
 def _source(module: ModuleType) -> str:
@@ -252,6 +252,10 @@ class Node:
         self.state_dir = module.params["state_dir"]
         self.systemctl = module.get_bin_path("systemctl", required=True)
         self.sources = {PROGRAM: _source(watch), LIBRARY: _source(memguard)}
+        # Resolved before any step: a missing tool must not fail a phase switch after the old guard stopped.
+        armed = module.params["state"] == "armed"
+        self.docker = module.params["docker"] or (module.get_bin_path("docker", required=True) if armed else None)
+        self.systemd_run = module.get_bin_path("systemd-run", required=True) if armed else None
 
     def unit(self) -> UnitStatus:
         rc, out, err = self.module.run_command(
@@ -315,9 +319,8 @@ class Node:
 
     def start(self) -> None:
         params = self.module.params
-        docker = params["docker"] or self.module.get_bin_path("docker", required=True)
         argv = systemd_run_argv(self.config, params["python"] or sys.executable, os.path.join(self.program_dir, PROGRAM),
-                                docker, self.module.get_bin_path("systemd-run", required=True), params["user"])
+                                str(self.docker), str(self.systemd_run), params["user"])
         os.makedirs(self.state_dir, mode=0o755, exist_ok=True)
         self.run(argv, f"systemd-run {unit_file(self.config.unit)}")
 

@@ -257,3 +257,16 @@ def test_bad_input_fails_before_anything_changes(lab: Lab, run_module: Run, args
     failed, result = run_module("spark_memory_guard", lab.args(**args))
     assert failed and message in result["msg"]
     assert not (lab.root / "libexec").exists() and lab.pid() == 0
+
+
+def test_missing_docker_fails_before_the_old_guard_is_stopped(lab: Lab, run_module: Run,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    assert not run_module("spark_memory_guard", lab.args(threshold=TINY, interval=0.1))[0]
+    armed = lab.pid()
+    (lab.bin / "docker").unlink()
+    monkeypatch.setenv("PATH", str(lab.bin))
+    args = lab.args(phase="steady", threshold=TINY)
+    del args["docker"]
+    failed, result = run_module("spark_memory_guard", args)
+    assert failed and "docker" in result["msg"]
+    assert lab.pid() == armed and lab.status()["phase"] == "startup"
