@@ -1,12 +1,14 @@
 # Fabric (issue 4): roles/fabric, playbooks/fabric.yml, playbooks/fabric-restore.yml (roles/fabric/README.md).
 #   make test-fabric-lab TOPOLOGY=tp3   one lab session: converge, idempotence, check mode, verify, swapped-cable and
 #                                       restore tests (molecule/fabric/), then lab-down. Serialised with every
-#                                       other lab session by flock /tmp/sparkfleet-lab.lock; refuses (never
-#                                       tears down) when a lab someone else started is up.
+#                                       other lab session by flock /tmp/sparkfleet-lab.lock; waits (never tears
+#                                       down) while a lab someone else started is up (FABRIC_LAB_WAIT s).
 # Unit tests (tests/unit/test_fabric_*.py) run in `make unit`. The topology scenarios run the same steps
 # once molecule/tp3|tp4 import molecule/fabric/*.yml.
 
 FABRIC_LAB_LOCK := /tmp/sparkfleet-lab.lock
+# Seconds to wait (polling every 30 s) for a lab someone else started to go away.
+FABRIC_LAB_WAIT ?= 1800
 FABRIC_LAB_INV = $(LAB_STATE)/$(TOPOLOGY)/inventory
 FABRIC_PLAYBOOK = $(BIN)/ansible-playbook -i $(FABRIC_LAB_INV)
 
@@ -16,8 +18,10 @@ test-fabric-lab: setup lab-image ## Fabric converge/idempotence/verify/swap/rest
 	flock $(FABRIC_LAB_LOCK) $(MAKE) --no-print-directory fabric-lab-session TOPOLOGY=$(TOPOLOGY)
 
 fabric-lab-session:
-	@if [ -n "$$(docker ps -aq --filter label=sparkfleet.lab)" ]; then \
-	  echo "test-fabric-lab: another lab is up ($$(docker ps -a --filter label=sparkfleet.lab --format '{{.Names}}' | tr '\n' ' ')); not touching it"; exit 1; fi
+	@waited=0; while [ -n "$$(docker ps -aq --filter label=sparkfleet.lab)" ]; do \
+	  if [ $$waited -ge $(FABRIC_LAB_WAIT) ]; then \
+	    echo "test-fabric-lab: another lab is still up after $${waited}s ($$(docker ps -a --filter label=sparkfleet.lab --format '{{.Names}}' | tr '\n' ' ')); not touching it"; exit 1; fi; \
+	  echo "test-fabric-lab: another lab is up; waiting ($${waited}s)"; sleep 30; waited=$$((waited + 30)); done
 	@mkdir -p $(BUILD); start=$$(date +%s); trap '$(MAKE) --no-print-directory lab-down >/dev/null' EXIT; \
 	$(MAKE) --no-print-directory lab-up TOPOLOGY=$(TOPOLOGY) >/dev/null; \
 	mkdir -p $(FABRIC_LAB_INV)/group_vars/spark; \
