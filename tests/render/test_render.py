@@ -47,7 +47,8 @@ def test_shipped_inventory_renders_the_reference_plan(tmp_path: Path, name: str,
     assert rows(plan) == expected
     hosts = [n["host"] for n in plan["nodes"]]
     written = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
-    assert written == sorted(["plan.json"] + [f"{h}/{f}" for h in hosts for f in ("netplan.yaml", "nccl.env")])
+    per_node = ("netplan.yaml", "nccl.env") + (("serve.json",) if name != "tp2-pair" else ())
+    assert written == sorted(["plan.json"] + [f"{h}/{f}" for h in hosts for f in per_node])
     for node in plan["nodes"]:
         netplan_path = out / node["host"] / "netplan.yaml"
         assert stat.S_IMODE(netplan_path.stat().st_mode) == 0o600
