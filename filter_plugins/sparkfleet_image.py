@@ -89,6 +89,11 @@ def spark_image_mismatch_message(mismatches: Any, image: str) -> str:
     return _call(_IMAGE.mismatch_message, image, mismatches)
 
 
+def spark_image_shared_depth(layers: Any, chains: Any) -> int:
+    """Leading layers of the image that some image on the node already holds in the same order."""
+    return _call(_IMAGE.shared_prefix, list(layers or []), [list(c or []) for c in (chains or [])])
+
+
 def spark_fanout_waves(plan: Any, source: str, targets: Any, holders: Any = (),
                        management_fallback: bool = False) -> list[list[dict[str, Any]]]:
     """Waves of {from, to, address, addresses, network} over the cables of the fabric plan (spark_plan)."""
@@ -109,5 +114,6 @@ class FilterModule:
             "spark_image_plan": spark_image_plan,
             "spark_image_mismatches": spark_image_mismatches,
             "spark_image_mismatch_message": spark_image_mismatch_message,
+            "spark_image_shared_depth": spark_image_shared_depth,
             "spark_fanout_waves": spark_fanout_waves,
         }
