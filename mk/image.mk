@@ -1,0 +1,37 @@
+# Image and model (issue 6): roles image_build, image_distribute, model, transfer_ssh; playbooks image.yml and
+# model.yml; docs/image-and-model.md.
+#   make test-image           molecule/image on the tp3 lab: build, distribution, identity assertion with a
+#                             mismatched node, memory-floor refusal, model sync, corrupted/short file failure,
+#                             idempotence. Serialised with other lab sessions (flock /tmp/sparkfleet-lab.lock);
+#                             refuses (never tears down) a lab someone else started.
+#   make bench-distribution   tp4 lab: our distribution vs sequential `docker save | ssh docker load`, first
+#                             distribution of a >= 500 MB multi-layer image and a one-small-layer update.
+# Unit tests (tests/image/) run in `make unit`.
+
+IMAGE_LAB_LOCK := /tmp/sparkfleet-lab.lock
+
+TEST_TARGETS += test-image
+
+.PHONY: test-image image-lab-session bench-distribution image-bench-session
+
+image_lab_refuse_foreign = if [ -n "$$(docker ps -aq --filter label=sparkfleet.lab)" ]; then \
+	  echo "$(1): another lab is up ($$(docker ps -a --filter label=sparkfleet.lab --format '{{.Names}}' | tr '\n' ' ')); not touching it"; exit 1; fi
+
+test-image: setup lab-image ## molecule test of the image and model roles on the tp3 lab
+	flock $(IMAGE_LAB_LOCK) $(MAKE) --no-print-directory image-lab-session
+
+image-lab-session:
+	@$(call image_lab_refuse_foreign,test-image)
+	@$(MAKE) --no-print-directory lab-inventory TOPOLOGY=tp3 >/dev/null
+	@start=$$(date +%s); (cd $(ROOT) && $(BIN)/molecule test -s image) || exit 1; \
+	echo "test-image: scenario image passed in $$(( $$(date +%s) - start ))s"
+
+bench-distribution: setup lab-image ## Time our image distribution against sequential save|load on the tp4 lab
+	flock $(IMAGE_LAB_LOCK) $(MAKE) --no-print-directory image-bench-session
+
+image-bench-session:
+	@$(call image_lab_refuse_foreign,bench-distribution)
+	@trap '$(MAKE) --no-print-directory lab-down >/dev/null 2>&1' EXIT; \
+	$(MAKE) --no-print-directory lab-up TOPOLOGY=tp4 >/dev/null && \
+	SPARK_IMAGE_LAB_INVENTORY=$(LAB_STATE)/tp4/inventory $(BIN)/ansible-playbook molecule/image/overlay.yml >/dev/null && \
+	$(PY) $(ROOT)/molecule/image/bench_distribution.py --inventory $(LAB_STATE)/tp4/inventory
