@@ -1,0 +1,168 @@
+"""Readiness watch: pure decisions (module_utils/spark_serve_ready.py) and the module against a real HTTP server."""
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import stat
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from ansible.module_utils import spark_serve_ready as ready
+
+MODELS = json.dumps({"object": "list", "data": [{"id": "deepseek-v4.1-flash", "object": "model"}]})
+
+
+def test_parse_container_state_running_and_missing() -> None:
+    running = ready.parse_container_state(0, json.dumps({"Status": "running", "Running": True, "ExitCode": 0}))
+    assert running.running and ready.container_problem(running) is None
+    missing = ready.parse_container_state(1, "")
+    assert ready.container_problem(missing) == "container does not exist"
+
+
+def test_exited_container_names_exit_code_and_oom() -> None:
+    state = ready.parse_container_state(0, json.dumps({"Status": "exited", "Running": False, "ExitCode": 137,
+                                                       "OOMKilled": True, "Error": ""}))
+    assert ready.container_problem(state) == "container is exited, exit code 137, OOM-killed"
+
+
+def test_guard_problem_inactive_or_tripped() -> None:
+    assert ready.guard_problem("u", ready.guard_state("active", {"status": "guarding"})) is None
+    tripped = ready.guard_problem("u", ready.guard_state("active", {"status": "tripped", "detail": "below 5 GiB"}))
+    assert tripped is not None and "tripped: below 5 GiB" in tripped and "unguarded launch" in tripped
+    gone = ready.guard_problem("u", ready.guard_state("inactive", None))
+    assert gone is not None and "is inactive (no status file)" in gone
+
+
+@pytest.mark.parametrize(("status", "body", "expected"), [
+    (200, MODELS, True),
+    (200, json.dumps({"data": [{"id": "other"}]}), False),
+    (503, MODELS, False),
+    (200, "not json", False),
+    (200, json.dumps({"data": "x"}), False),
+])
+def test_models_ready(status: int, body: str, expected: bool) -> None:
+    assert ready.models_ready(status, body, "deepseek-v4.1-flash") is expected
+
+
+def test_verdict_order() -> None:
+    assert ready.verdict("h", True, ["container is exited"], 1, 10, 5).state == ready.DEAD
+    assert ready.verdict("h", True, [], 1, 10, 5).state == ready.READY
+    assert ready.verdict("h", False, [], 11, 10, 5).state == ready.TIMEOUT
+    assert ready.verdict("h", False, [], 6, 10, 5).state == ready.PENDING
+    assert ready.verdict("h", False, [], 1, 10, 5) is None
+    assert ready.verdict("dgx2", False, ["a", "b"], 1, 10, 5).message == "dgx2: a; b"
+
+
+def test_log_excerpt_bounds() -> None:
+    text = "\n".join(f"line {i}" for i in range(100)) + "\n"
+    tail = ready.log_excerpt(text, lines=3)
+    assert tail == "line 97\nline 98\nline 99"
+    assert len(ready.log_excerpt("x" * 10000, lines=1)) == 4000
+
+
+# --- the module, against a real HTTP server on loopback and stand-in docker/systemctl commands ---------------
+
+class _Models(http.server.BaseHTTPRequestHandler):
+    ready_after = 0.0
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        if time.monotonic() < self.ready_after:
+            self.send_response(503)
+            self.end_headers()
+            return
+        body = MODELS.encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        return
+
+
+@pytest.fixture
+def api() -> Iterator[tuple[str, type[_Models]]]:
+    handler = type("Handler", (_Models,), {"ready_after": time.monotonic() + 0.6})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1/models", handler
+    server.shutdown()
+
+
+def _tool(directory: Path, name: str, script: str) -> None:
+    path = directory / name
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+@pytest.fixture
+def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Stand-in docker/systemctl reading their answers from files the test writes."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _tool(bin_dir, "docker", f'if [ "$1" = logs ]; then echo "last line"; exit 0; fi\ncat {tmp_path}/state\n')
+    _tool(bin_dir, "systemctl", f"cat {tmp_path}/unit\n")
+    (tmp_path / "state").write_text(json.dumps({"Status": "running", "Running": True, "ExitCode": 0}))
+    (tmp_path / "unit").write_text("active\n")
+    guards = tmp_path / "guards"
+    guards.mkdir()
+    (guards / "c-memguard.json").write_text(json.dumps({"status": "guarding"}))
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return tmp_path
+
+
+def _args(url: str, node: Path, **extra: Any) -> dict[str, Any]:
+    args: dict[str, Any] = dict(url=url, model="deepseek-v4.1-flash", container="c", name="dgx1",
+                                state_dir=str(node / "guards"), deadline=time.time() + 30, slice=5.0)
+    args.update(extra)
+    return args
+
+
+def test_module_polls_at_four_hertz_until_ready(run_module: Any, api: tuple[str, Any], node: Path) -> None:
+    url, _ = api
+    started = time.time()
+    failed, result = run_module("spark_serve_ready", _args(url, node))
+    assert not failed and result["state"] == "ready" and result["changed"] is False
+    # ready 0.6 s after start: at 4 Hz that is the 3rd or 4th poll, and the first success within 0.35 s of it
+    assert 3 <= result["polls"] <= 5
+    assert 0.6 <= result["first_ready_at"] - started <= 0.6 + 0.35
+
+
+def test_module_reports_a_dead_rank_at_once(run_module: Any, api: tuple[str, Any], node: Path) -> None:
+    url, _ = api
+    (node / "state").write_text(json.dumps({"Status": "exited", "Running": False, "ExitCode": 1}))
+    failed, result = run_module("spark_serve_ready", _args(url, node))
+    assert not failed and result["state"] == "dead" and result["polls"] == 1
+    assert result["message"].startswith("dgx1: container is exited, exit code 1")
+    assert "last line" in result["log_tail"]
+
+
+def test_module_reports_a_stopped_guard(run_module: Any, api: tuple[str, Any], node: Path) -> None:
+    url, _ = api
+    (node / "unit").write_text("inactive\n")
+    (node / "guards" / "c-memguard.json").write_text(json.dumps({"status": "tripped", "detail": "MemAvailable low"}))
+    failed, result = run_module("spark_serve_ready", _args(url, node))
+    assert not failed and result["state"] == "dead" and "tripped: MemAvailable low" in result["message"]
+
+
+def test_module_returns_pending_at_slice_end(run_module: Any, node: Path) -> None:
+    failed, result = run_module("spark_serve_ready", _args("http://127.0.0.1:9/v1/models", node, slice=0.6))
+    assert not failed and result["state"] == "pending" and 2 <= result["polls"] <= 4
+
+
+def test_module_times_out_at_the_deadline(run_module: Any, node: Path) -> None:
+    args = _args("http://127.0.0.1:9/v1/models", node)
+    args["deadline"] = time.time() - 1
+    failed, result = run_module("spark_serve_ready", args)
+    assert not failed and result["state"] == "timeout"
+
+
+def test_module_rejects_non_positive_interval(run_module: Any, node: Path) -> None:
+    failed, result = run_module("spark_serve_ready", _args("http://127.0.0.1:9/", node, interval=0))
+    assert failed and "interval must be positive" in result["msg"]
