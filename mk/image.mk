@@ -2,7 +2,7 @@
 # model.yml; docs/image-and-model.md.
 #   make test-image           molecule/image on the tp3 lab: build, distribution, identity assertion with a
 #                             mismatched node, memory-floor refusal, model sync, corrupted/short file failure,
-#                             idempotence. Serialised with other lab sessions (flock /tmp/sparkfleet-lab.lock);
+#                             idempotence. Serialised with other lab sessions (the lab scenario lock and /tmp/sparkfleet-lab.lock);
 #                             refuses (never tears down) a lab someone else started.
 #   make bench-distribution   tp4 lab: our distribution vs sequential `docker save | ssh docker load`, first
 #                             distribution of a >= 500 MB multi-layer image and a one-small-layer update.
@@ -18,7 +18,7 @@ image_lab_refuse_foreign = if [ -n "$$(docker ps -aq --filter label=sparkfleet.l
 	  echo "$(1): another lab is up ($$(docker ps -a --filter label=sparkfleet.lab --format '{{.Names}}' | tr '\n' ' ')); not touching it"; exit 1; fi
 
 test-image: setup lab-image ## molecule test of the image and model roles on the tp3 lab
-	flock $(IMAGE_LAB_LOCK) $(MAKE) --no-print-directory image-lab-session
+	flock $(LAB_SCENARIO_LOCK) flock $(IMAGE_LAB_LOCK) $(MAKE) --no-print-directory image-lab-session
 
 image-lab-session:
 	@$(call image_lab_refuse_foreign,test-image)
@@ -27,7 +27,7 @@ image-lab-session:
 	echo "test-image: scenario image passed in $$(( $$(date +%s) - start ))s"
 
 bench-distribution: setup lab-image ## Time our image distribution against sequential save|load on the tp4 lab
-	flock $(IMAGE_LAB_LOCK) $(MAKE) --no-print-directory image-bench-session
+	flock $(LAB_SCENARIO_LOCK) flock $(IMAGE_LAB_LOCK) $(MAKE) --no-print-directory image-bench-session
 
 image-bench-session:
 	@$(call image_lab_refuse_foreign,bench-distribution)

@@ -131,6 +131,9 @@ def main() -> None:
     update_base = lab.baseline(second)
     log(f"(b) baseline, update: {update_base:.1f} s")
 
+    floor = playbook(lab.inventory, "playbooks/image.yml", "--tags", "image-distribute", extra=lab.extra("bench2", 2))
+    log(f"ours with nothing to send (the orchestration floor of this run): {floor:.1f} s")
+
     result = {"first_s": round(first_s, 1), "first_baseline_s": round(first_base, 1),
               "first_ratio": round(first_s / first_base, 3), "update_s": round(update_s, 1),
               "update_baseline_s": round(update_base, 1), "update_ratio": round(update_s / update_base, 3)}
