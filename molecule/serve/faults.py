@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Serve lab fault tests: each fault is a real ansible-playbook run that must fail clearly (or be interrupted),
+after which the previous state must be intact. Run by verify.yml from the repository root with the molecule
+inventory; prints one JSON line per check and exits 1 on the first broken expectation.
+
+Faults (issue 7): a replace with a broken image (the old service answers again), a controller interrupted
+between arming a guard and starting a container (the next run cleans up), a worker that exits during startup,
+a startup guard whose threshold MemAvailable crosses (the guard kills the container).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[2]))
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"].rsplit("/", 1)[0]
+HOSTS = ["serve-dgx1", "serve-dgx2", "serve-dgx3"]
+NAME = "dsv41-karmic-kraken"
+EPHEMERAL = Path(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/tmp/serve-lab"))
+REPORT = EPHEMERAL / "serve-status.json"
+FAILED_DIR = EPHEMERAL / "failed-starts"
+BROKEN_IMAGE = "sparkfleet-serve-lab/standin:broken"
+
+
+class Broken(AssertionError):
+    """An expectation of the fault test that did not hold."""
+
+
+def playbook(name: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    argv = [str(ROOT / ".venv/bin/ansible-playbook"), "-i", INVENTORY, str(ROOT / "playbooks" / name),
+            "-e", f"spark_serve_status_file={REPORT}", "-e", f"spark_serve_failed_dir={FAILED_DIR}", *extra]
+    return subprocess.run(argv, cwd=ROOT, text=True, capture_output=True, check=False)
+
+
+def node(host: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["docker", "exec", host, *argv], text=True, capture_output=True, check=False)
+
+
+def check(label: str, ok: bool, detail: Any = "") -> None:
+    print(json.dumps({"check": label, "ok": ok, "detail": detail}), flush=True)
+    if not ok:
+        raise Broken(f"{label}: {detail}")
+
+
+def fatal_message(run: subprocess.CompletedProcess[str]) -> str:
+    lines = [ln for ln in run.stdout.splitlines() if "serve failed:" in ln or "FAILED!" in ln]
+    return "\n".join(lines)[-3000:]
+
+
+def containers(host: str) -> dict[str, str]:
+    out = node(host, "docker", "ps", "--all", "--filter", f"name=^{NAME}", "--format", "{{.Names}}\t{{.State}}\t{{.Image}}")
+    return {ln.split("\t")[0]: ln for ln in out.stdout.splitlines() if ln}
+
+
+def guard_active(host: str) -> str:
+    return node(host, "systemctl", "is-active", f"{NAME}-memguard.service").stdout.strip()
+
+
+def healthy_report() -> dict[str, Any]:
+    run = playbook("status.yml")
+    report = json.loads(REPORT.read_text()) if REPORT.exists() else {}
+    check("status.yml exits 0 and reports healthy", run.returncode == 0 and report.get("healthy") is True,
+          {"rc": run.returncode, "report": report})
+    return report
+
+
+def nothing_left(label: str) -> None:
+    left = {h: (containers(h), guard_active(h)) for h in HOSTS}
+    check(f"{label}: no serving container and no guard on any rank",
+          all(not c and g != "active" for c, g in left.values()), left)
+
+
+def replace_broken() -> None:
+    before = healthy_report()
+    run = playbook("serve.yml", "-e", "spark_serve_replace=true", "-e", f"spark_image_tag={BROKEN_IMAGE}")
+    msg = fatal_message(run)
+    check("replace with a broken image fails naming the dead rank", run.returncode != 0
+          and "serve-dgx2: container is exited, exit code 3" in msg and "previous service was restored" in msg, msg)
+    after = healthy_report()
+    check("the previous service answers again with its own image",
+          [r["image_id"] for r in after["ranks"]] == [r["image_id"] for r in before["ranks"]], after["ranks"])
+    check("no <name>-pre-* container is left", all(set(containers(h)) == {NAME} for h in HOSTS),
+          {h: containers(h) for h in HOSTS})
+    logs = sorted(FAILED_DIR.glob(f"*-{NAME}/serve-dgx1.log"))
+    check("the failed containers' logs are saved on the controller", bool(logs) and "broken test image" in
+          "".join(p.read_text() for p in logs[-1].parent.glob("*.log")), [str(p) for p in logs[-1:]])
+
+
+def interrupted_controller() -> None:
+    check("stop.yml stops the group", playbook("stop.yml").returncode == 0)
+    argv = [str(ROOT / ".venv/bin/ansible-playbook"), "-i", INVENTORY, str(ROOT / "playbooks/serve.yml"),
+            "-e", f"spark_serve_failed_dir={FAILED_DIR}"]
+    proc = subprocess.Popen(argv, cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    assert proc.stdout is not None
+    seen = ""
+    for line in proc.stdout:
+        seen = line
+        if "Start the container on serve-dgx2" in line:
+            os.killpg(proc.pid, signal.SIGKILL)  # the controller dies between arming and starting
+            break
+    proc.wait()
+    check("the controller was interrupted right after arming serve-dgx2's guard",
+          "Start the container on serve-dgx2" in seen and guard_active("serve-dgx2") == "active"
+          and not containers("serve-dgx2"), {"last line": seen.strip(), "guard": guard_active("serve-dgx2")})
+    run = playbook("serve.yml")
+    check("the next serve.yml cleans up and starts the group", run.returncode == 0, fatal_message(run))
+    healthy_report()
+
+
+def dead_worker() -> None:
+    check("stop.yml stops the group", playbook("stop.yml").returncode == 0)
+    argv = [str(ROOT / ".venv/bin/ansible-playbook"), "-i", INVENTORY, str(ROOT / "playbooks/serve.yml"),
+            "-e", "serve_lab_startup_s=30", "-e", f"spark_serve_failed_dir={FAILED_DIR}"]
+    proc = subprocess.Popen(argv, cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 240
+    killed = False
+    while time.monotonic() < deadline and proc.poll() is None:
+        if "running" in containers("serve-dgx2").get(NAME, "") and "running" in containers("serve-dgx1").get(NAME, ""):
+            node("serve-dgx2", "docker", "kill", NAME)  # the worker exits while the group starts up
+            killed = True
+            break
+        time.sleep(0.5)
+    out, _ = proc.communicate(timeout=300)
+    msg = "\n".join(ln for ln in out.splitlines() if "serve failed:" in ln)[-3000:]
+    check("a worker exiting during startup fails the start naming it", killed and proc.returncode != 0
+          and "serve-dgx2: container is exited" in msg, msg or out[-2000:])
+    nothing_left("after the dead worker")
+
+
+def guard_trip() -> None:
+    meminfo = Path("/proc/meminfo").read_text()
+    available = int(meminfo.split("MemAvailable:")[1].split()[0]) * 1024
+    # The first worker's 2 GiB crosses the threshold: its startup guard kills it, the start fails naming it.
+    threshold = available - 1024**3
+    run = playbook("serve.yml", "-e", f"spark_serve_guard_startup_threshold={threshold}",
+                   "-e", f"spark_serve_guard_steady_threshold={threshold - 1024**3}", "-e", "serve_lab_memory_mb=2048",
+                   "-e", "serve_lab_startup_s=20")
+    msg = fatal_message(run)
+    check("a startup guard crossing its threshold kills the container and fails the start",
+          run.returncode != 0 and "memory guard" in msg and "137" in msg, msg)
+    nothing_left("after the guard trip")
+
+
+def main() -> int:
+    steps = {"replace": replace_broken, "interrupt": interrupted_controller, "dead-worker": dead_worker,
+             "guard-trip": guard_trip}
+    chosen = sys.argv[1:] or list(steps)
+    try:
+        for name in chosen:
+            started = time.monotonic()
+            steps[name]()
+            print(json.dumps({"fault": name, "passed": True, "seconds": round(time.monotonic() - started, 1)}), flush=True)
+    except Broken as exc:
+        print(json.dumps({"failed": str(exc)[:4000]}), flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
