@@ -12,13 +12,14 @@ chmod 0755 /usr/sbin/policy-rc.d
 apt-get update -qq
 # systemd + dbus + udev: PID 1 and what `netplan apply` needs (udevadm, D-Bus).
 # docker.io: each node's own engine. lldpd: real LLDP neighbours over the cable networks.
+# openssh-server: node-to-node image and model transfers run over SSH between cable addresses.
 # dkms, build-essential, linux-headers-amd64, mokutil, openssl: the host role's DKMS build and signing,
 # against Debian's real headers for a Debian kernel release (not the running kernel).
 # grub-common, grub2-common: grub-editenv / grub-reboot on stand-in /boot files.
 apt-get install -y -qq --no-install-recommends \
   systemd systemd-sysv dbus udev \
   python3 python3-apt python3-requests python3-aiohttp python3-yaml \
-  iproute2 iputils-ping procps kmod ca-certificates curl rsync openssh-client less gnupg \
+  iproute2 iputils-ping procps kmod ca-certificates curl rsync openssh-client openssh-server less gnupg \
   lldpd netplan.io docker.io git sudo \
   dkms build-essential linux-headers-amd64 openssl mokutil grub-common grub2-common \
   apt-utils dpkg-dev >/dev/null
@@ -31,6 +32,12 @@ systemctl mask systemd-networkd-wait-online.service
 # udevd is skipped by its own condition (read-only /sys in a container); udevadm stays for netplan.
 # The kernel is the host's: nothing to load, nothing to build at boot for it.
 systemctl mask dkms.service
+# SSH host keys are made at each node's first boot, so no two nodes share one (the image carries none).
+rm -f /etc/ssh/ssh_host_*
+mkdir -p /etc/systemd/system/ssh.service.d
+printf '[Service]\nExecStartPre=\nExecStartPre=/usr/bin/ssh-keygen -A\nExecStartPre=/usr/sbin/sshd -t\n' \
+  >/etc/systemd/system/ssh.service.d/sparkfleet-host-keys.conf
+systemctl enable ssh.service
 # Each boot gets a fresh identity, like a freshly installed Spark.
 : >/etc/machine-id
 rm -f /var/lib/dbus/machine-id
