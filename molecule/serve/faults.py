@@ -28,6 +28,12 @@ FAILED_DIR = EPHEMERAL / "failed-starts"
 BROKEN_IMAGE = "sparkfleet-serve-lab/standin:broken"
 
 
+# Plain, uncoloured, one-line-per-result output whatever the caller (molecule sets its own colour and format).
+PLAIN = {"ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1", "ANSIBLE_STDOUT_CALLBACK": "default",
+         "ANSIBLE_CALLBACK_RESULT_FORMAT": "json", "PYTHONUNBUFFERED": "1"}
+ENV = dict(os.environ, **PLAIN)
+
+
 class Broken(AssertionError):
     """An expectation of the fault test that did not hold."""
 
@@ -35,7 +41,7 @@ class Broken(AssertionError):
 def playbook(name: str, *extra: str) -> subprocess.CompletedProcess[str]:
     argv = [str(ROOT / ".venv/bin/ansible-playbook"), "-i", INVENTORY, str(ROOT / "playbooks" / name),
             "-e", f"spark_serve_status_file={REPORT}", "-e", f"spark_serve_failed_dir={FAILED_DIR}", *extra]
-    return subprocess.run(argv, cwd=ROOT, text=True, capture_output=True, check=False)
+    return subprocess.run(argv, cwd=ROOT, text=True, capture_output=True, check=False, env=ENV)
 
 
 def node(host: str, *argv: str) -> subprocess.CompletedProcess[str]:
@@ -49,8 +55,8 @@ def check(label: str, ok: bool, detail: Any = "") -> None:
 
 
 def fatal_message(run: subprocess.CompletedProcess[str]) -> str:
-    lines = [ln for ln in run.stdout.splitlines() if "serve failed:" in ln or "FAILED!" in ln]
-    return "\n".join(lines)[-3000:]
+    lines = [ln for ln in (run.stdout + run.stderr).splitlines() if "serve failed:" in ln or "FAILED!" in ln]
+    return "\n".join(lines)[-3000:] or (run.stdout + run.stderr)[-3000:]
 
 
 def containers(host: str) -> dict[str, str]:
@@ -97,7 +103,7 @@ def interrupted_controller() -> None:
     argv = [str(ROOT / ".venv/bin/ansible-playbook"), "-i", INVENTORY, str(ROOT / "playbooks/serve.yml"),
             "-e", f"spark_serve_failed_dir={FAILED_DIR}"]
     proc = subprocess.Popen(argv, cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                            start_new_session=True, env=ENV)
     assert proc.stdout is not None
     seen = ""
     for line in proc.stdout:
@@ -118,7 +124,7 @@ def dead_worker() -> None:
     check("stop.yml stops the group", playbook("stop.yml").returncode == 0)
     argv = [str(ROOT / ".venv/bin/ansible-playbook"), "-i", INVENTORY, str(ROOT / "playbooks/serve.yml"),
             "-e", "serve_lab_startup_s=30", "-e", f"spark_serve_failed_dir={FAILED_DIR}"]
-    proc = subprocess.Popen(argv, cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(argv, cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=ENV)
     deadline = time.monotonic() + 240
     killed = False
     while time.monotonic() < deadline and proc.poll() is None:
