@@ -41,8 +41,8 @@ def spark_image() -> Any:
 
 
 def playbook(inventory: Path, book: str, *args: str, extra: dict[str, Any] | None = None) -> float:
-    """Run a playbook; seconds elapsed. Failures stop the benchmark with the playbook's tail."""
-    argv = [str(PLAYBOOK), "-i", str(inventory), book, *args]
+    """Run a playbook with the lab settings as extra vars; seconds elapsed. Failures stop the benchmark."""
+    argv = [str(PLAYBOOK), "-i", str(inventory), book, *args, "-e", f"@{settings_file(inventory)}"]
     if extra:
         argv += ["-e", json.dumps(extra)]
     env = dict(os.environ, SPARK_IMAGE_LAB_INVENTORY=str(inventory))
@@ -52,6 +52,11 @@ def playbook(inventory: Path, book: str, *args: str, extra: dict[str, Any] | Non
     if proc.returncode != 0:
         sys.exit(f"bench-distribution: {book} {' '.join(args)} failed:\n{proc.stdout[-4000:]}{proc.stderr[-2000:]}")
     return elapsed
+
+
+def settings_file(inventory: Path) -> Path:
+    """The image lab settings molecule/image/overlay.yml keeps beside the inventory (survives lab-inventory)."""
+    return inventory.parent / "image-lab" / "settings.yml"
 
 
 def node_exec(container: str, script: str) -> str:
@@ -71,7 +76,7 @@ class Lab:
         self.mgmt = {h: v["spark_mgmt_address"] for h, v in hosts.items()}
         self.head = min(self.ranks, key=self.ranks.get)
         self.workers = sorted((h for h in hosts if h != self.head), key=self.ranks.get)
-        self.settings = yaml.safe_load((inventory / "group_vars" / "spark" / "zz-image-lab.yml").read_text())
+        self.settings = yaml.safe_load(settings_file(inventory).read_text())
 
     def tag(self, release: str) -> str:
         trees = {u["name"]: u["tree"] for u in self.settings["spark_image_upstreams"]}
