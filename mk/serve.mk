@@ -4,7 +4,9 @@
 #                      on the 2-core build machine at load 15-18: create+prepare ~3.5 min, converge 1.7 min,
 #                      idempotence 1.2 min, verify ~14 min (the four faults are 9 serve/stop/status runs) = ~21 min
 
-TEST_TARGETS += test-serve
+# Not yet in `make test`: the scenario has run step by step (create, converge, idempotence, verify, destroy)
+# but never as one uninterrupted `molecule test`, and at ~21 min on a loaded box it would push CI past its
+# budget. It joins TEST_TARGETS once it shares a topology lab with the fabric and image scenarios.
 
 .PHONY: test-serve
 
