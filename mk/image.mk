@@ -10,7 +10,8 @@
 
 IMAGE_LAB_LOCK := /tmp/sparkfleet-lab.lock
 
-TEST_TARGETS += test-image
+# Not yet in `make test`: the scenario passed step by step on a scratch lab but has not run as one
+# uninterrupted `molecule test`; it joins TEST_TARGETS once it shares the topology labs.
 
 .PHONY: test-image image-lab-session bench-distribution image-bench-session
 
