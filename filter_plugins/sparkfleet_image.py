@@ -7,32 +7,23 @@ AnsibleFilterError naming the lock entry, node or field.
 """
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
+import ansible.module_utils
 from ansible.errors import AnsibleFilterError
 
-
-def _load_shared(name: str) -> ModuleType:
-    """Controller-side filters cannot import the project's module_utils package; load the shared file."""
-    path = Path(__file__).resolve().parent.parent / "module_utils" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"sparkfleet_shared_{name}", path)
-    if spec is None or spec.loader is None:
-        raise AnsibleFilterError(f"cannot load {path}")
-    if spec.name in sys.modules:
-        return sys.modules[spec.name]
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the file executes
-    spec.loader.exec_module(module)
-    return module
+_MODULE_UTILS = str(Path(__file__).resolve().parent.parent / "module_utils")
 
 
-_IMAGE = _load_shared("spark_image")
-_FANOUT = _load_shared("spark_fanout")
+# Controller-side plugins do not see the project's module_utils/ the way modules do; extend the
+# package path once (as tests/unit/conftest.py does) and import the shared pure logic from there.
+if _MODULE_UTILS not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(_MODULE_UTILS)
+
+from ansible.module_utils import spark_image as _IMAGE  # noqa: E402
+from ansible.module_utils import spark_fanout as _FANOUT  # noqa: E402
 
 
 def _plain(value: Any) -> Any:

@@ -7,33 +7,24 @@ kernel requirements); malformed profiles are errors naming the host and the vari
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
+import ansible.module_utils
 from ansible.errors import AnsibleFilterError
 
-
-def _load_shared(name: str) -> ModuleType:
-    """Controller-side filters cannot import the project's module_utils package; load the one shared file."""
-    path = Path(__file__).resolve().parent.parent / "module_utils" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"sparkfleet_shared_{name}", path)
-    if spec is None or spec.loader is None:
-        raise AnsibleFilterError(f"cannot load {path}")
-    if spec.name in sys.modules:
-        return sys.modules[spec.name]
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the file executes
-    spec.loader.exec_module(module)
-    return module
+_MODULE_UTILS = str(Path(__file__).resolve().parent.parent / "module_utils")
 
 
-_MEMGUARD = _load_shared("spark_memguard")
+# Controller-side plugins do not see the project's module_utils/ the way modules do; extend the
+# package path once (as tests/unit/conftest.py does) and import the shared pure logic from there.
+if _MODULE_UTILS not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(_MODULE_UTILS)
+
+from ansible.module_utils import spark_memguard as _MEMGUARD  # noqa: E402
 
 PREFIX = "spark_serve_"
 PROFILE_KEYS = (
