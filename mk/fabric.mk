@@ -24,9 +24,6 @@ fabric-lab-session:
 	  echo "test-fabric-lab: another lab is up; waiting ($${waited}s)"; sleep 30; waited=$$((waited + 30)); done
 	@mkdir -p $(BUILD); start=$$(date +%s); trap '$(MAKE) --no-print-directory lab-down >/dev/null' EXIT; \
 	$(MAKE) --no-print-directory lab-up TOPOLOGY=$(TOPOLOGY) >/dev/null; \
-	mkdir -p $(FABRIC_LAB_INV)/group_vars/spark; \
-	printf -- '---\n# The lab nodes run systemd-networkd, not NetworkManager (written by make test-fabric-lab).\nspark_fabric_netplan_renderer: networkd\n' \
-	  > $(FABRIC_LAB_INV)/group_vars/spark/zz-lab-fabric.yml; \
 	echo "=== fabric check mode on fresh nodes"; $(FABRIC_PLAYBOOK) playbooks/fabric.yml --check --skip-tags verify >$(BUILD)/fabric-check-fresh.log || { tail -40 $(BUILD)/fabric-check-fresh.log; exit 1; }; \
 	for node in $$(docker ps --filter label=sparkfleet.lab --format '{{.Names}}'); do \
 	  if docker exec $$node test -e /etc/netplan/40-cx7.yaml; then echo "fabric: check mode wrote $$node:/etc/netplan/40-cx7.yaml"; exit 1; fi; done; \
