@@ -20,7 +20,7 @@ export PATH := $(BIN):$(PATH)
 
 TEST_TARGETS := lint unit syntax render-check
 
-.PHONY: help setup test lint unit syntax render-check render validate demo clean
+.PHONY: help setup test lint unit syntax render-check render validate demo demo-down clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sort | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
@@ -60,11 +60,19 @@ render: setup ## Render the plan of one inventory: make render INV=... DIR=...
 
 DEMO_INVENTORY = inventories/$(patsubst tp2,tp2-pair,$(patsubst tp3,tp3-triangle,$(patsubst tp4,tp4-ring,$(TOPOLOGY))))
 
-demo: setup ## The main job: validate and render the TOPOLOGY (tp3|tp4|tp2) plan, print where it is
-	@echo "== sparkfleet demo: $(DEMO_INVENTORY)"
-	$(BIN)/ansible-playbook -i $(DEMO_INVENTORY) playbooks/render.yml -e spark_render_dir=$(BUILD)/demo/$(TOPOLOGY)
-	@echo "== plan: $(BUILD)/demo/$(TOPOLOGY)/plan.json"
-	@echo "== per node: $$(ls -d $(BUILD)/demo/$(TOPOLOGY)/*/ | tr '\n' ' ')"
+demo: setup lab-image ## The main job on the lab: render the TOPOLOGY (tp3|tp4) plan, start the lab, converge the fabric
+	@echo "== sparkfleet demo: $(DEMO_INVENTORY) -> the lab"
+	$(BIN)/ansible-playbook -i $(DEMO_INVENTORY) playbooks/render.yml -e spark_render_dir=$(BUILD)/demo/$(TOPOLOGY)/render
+	@echo "== starting the lab ($(TOPOLOGY))"
+	$(MAKE) --no-print-directory lab-up TOPOLOGY=$(TOPOLOGY)
+	@echo "== converging the fabric on $$(grep -c 'spark_rank:' $(LAB_STATE)/$(TOPOLOGY)/inventory/hosts.yml) nodes"
+	$(BIN)/ansible-playbook -i $(LAB_STATE)/$(TOPOLOGY)/inventory playbooks/fabric.yml \
+	  -e spark_fabric_report_dir=$(BUILD)/demo/$(TOPOLOGY)/reports
+	@echo "== plan and per-node files: $(BUILD)/demo/$(TOPOLOGY)/render"
+	@echo "== path matrix: $(BUILD)/demo/$(TOPOLOGY)/reports/fabric-paths.json"
+	@echo "== lab inventory: $(LAB_STATE)/$(TOPOLOGY)/inventory (make demo-down removes the lab)"
+
+demo-down: lab-down ## Remove everything make demo started
 
 -include $(sort $(wildcard mk/*.mk))
 
