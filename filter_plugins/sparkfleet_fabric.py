@@ -6,10 +6,19 @@ and the roles compute byte-for-byte the same plan from the same inventory.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+import ansible.module_utils
 import netaddr
 from ansible.errors import AnsibleFilterError
+
+# Controller-side plugins do not see the project's module_utils/ the way modules do: extend the package path.
+_MODULE_UTILS = str(Path(__file__).resolve().parent.parent / "module_utils")
+if _MODULE_UTILS not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(_MODULE_UTILS)
+
+from ansible.module_utils.spark_data import plain as _plain  # noqa: E402
 
 TOPOLOGY_SIZES: dict[str, tuple[int, int]] = {"pair": (2, 2), "triangle": (3, 3), "ring": (4, 9)}
 DEFAULT_MGMT_INTERFACE = "enP7s7"
@@ -41,15 +50,6 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _plain(value: Any) -> Any:
-    """Turn Ansible's lazy/templated containers into plain Python data."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, str):
-        return str(value)
-    return value
 
 
 def spark_inventory(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> list[dict[str, Any]]:

@@ -24,15 +24,9 @@ if _MODULE_UTILS not in ansible.module_utils.__path__:
 
 from ansible.module_utils import spark_image as _IMAGE  # noqa: E402
 from ansible.module_utils import spark_fanout as _FANOUT  # noqa: E402
+from ansible.module_utils.spark_data import plain as _plain  # noqa: E402
 
 
-def _plain(value: Any) -> Any:
-    """Ansible's lazy containers to plain Python data."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _call(function: Any, *args: Any, **kwargs: Any) -> Any:

@@ -25,6 +25,7 @@ if _MODULE_UTILS not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(_MODULE_UTILS)
 
 from ansible.module_utils import spark_memguard as _MEMGUARD  # noqa: E402
+from ansible.module_utils.spark_data import plain as _plain  # noqa: E402
 
 PREFIX = "spark_serve_"
 PROFILE_KEYS = (
@@ -46,15 +47,6 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _plain(value: Any) -> Any:
-    """Turn Ansible's lazy/templated containers into plain Python data."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, str):
-        return str(value)
-    return value
 
 
 def _fail(host: str, field: str, problem: str) -> AnsibleFilterError:
