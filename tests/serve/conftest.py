@@ -6,13 +6,4 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("sparkfleet_unit_conftest", ROOT / "tests" / "unit" / "conftest.py")
-assert _spec and _spec.loader
-_unit = sys.modules.get(_spec.name)
-if _unit is None:
-    _unit = importlib.util.module_from_spec(_spec)
-    sys.modules[_spec.name] = _unit
-    _spec.loader.exec_module(_unit)
-
-load_source = _unit.load_source
-run_module = _unit.run_module
+from testlib import load_source, run_module  # noqa: E402,F401  (run_module is a fixture)
