@@ -20,12 +20,13 @@ from typing import Any
 
 ROOT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[2]))
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"].rsplit("/", 1)[0]
-HOSTS = ["serve-dgx1", "serve-dgx2", "serve-dgx3"]
+# The serve lab by default; the site lab (molecule/site) passes its own hosts (head first) and broken image.
+HOSTS = os.environ.get("SPARK_SERVE_LAB_HOSTS", "serve-dgx1,serve-dgx2,serve-dgx3").split(",")
 NAME = "dsv41-karmic-kraken"
 EPHEMERAL = Path(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/tmp/serve-lab"))
 REPORT = EPHEMERAL / "serve-status.json"
 FAILED_DIR = EPHEMERAL / "failed-starts"
-BROKEN_IMAGE = "sparkfleet-serve-lab/standin:broken"
+BROKEN_IMAGE = os.environ.get("SPARK_SERVE_LAB_BROKEN_IMAGE", "sparkfleet-serve-lab/standin:broken")
 
 
 # Plain, uncoloured, one-line-per-result output whatever the caller (molecule sets its own colour and format).
@@ -87,13 +88,13 @@ def replace_broken() -> None:
     run = playbook("serve.yml", "-e", "spark_serve_replace=true", "-e", f"spark_image_tag={BROKEN_IMAGE}")
     msg = fatal_message(run)
     check("replace with a broken image fails naming the dead rank", run.returncode != 0
-          and "serve-dgx2: container is exited, exit code 3" in msg and "previous service was restored" in msg, msg)
+          and f"{HOSTS[1]}: container is exited, exit code 3" in msg and "previous service was restored" in msg, msg)
     after = healthy_report()
     check("the previous service answers again with its own image",
           [r["image_id"] for r in after["ranks"]] == [r["image_id"] for r in before["ranks"]], after["ranks"])
     check("no <name>-pre-* container is left", all(set(containers(h)) == {NAME} for h in HOSTS),
           {h: containers(h) for h in HOSTS})
-    logs = sorted(FAILED_DIR.glob(f"*-{NAME}/serve-dgx1.log"))
+    logs = sorted(FAILED_DIR.glob(f"*-{NAME}/{HOSTS[0]}.log"))
     check("the failed containers' logs are saved on the controller", bool(logs) and "broken test image" in
           "".join(p.read_text() for p in logs[-1].parent.glob("*.log")), [str(p) for p in logs[-1:]])
 
@@ -108,13 +109,13 @@ def interrupted_controller() -> None:
     seen = ""
     for line in proc.stdout:
         seen = line
-        if "Start the container on serve-dgx2" in line:
+        if f"Start the container on {HOSTS[1]}" in line:
             os.killpg(proc.pid, signal.SIGKILL)  # the controller dies between arming and starting
             break
     proc.wait()
-    check("the controller was interrupted right after arming serve-dgx2's guard",
-          "Start the container on serve-dgx2" in seen and guard_active("serve-dgx2") == "active"
-          and not containers("serve-dgx2"), {"last line": seen.strip(), "guard": guard_active("serve-dgx2")})
+    check(f"the controller was interrupted right after arming {HOSTS[1]}'s guard",
+          f"Start the container on {HOSTS[1]}" in seen and guard_active(HOSTS[1]) == "active"
+          and not containers(HOSTS[1]), {"last line": seen.strip(), "guard": guard_active(HOSTS[1])})
     run = playbook("serve.yml")
     check("the next serve.yml cleans up and starts the group", run.returncode == 0, fatal_message(run))
     healthy_report()
@@ -128,15 +129,15 @@ def dead_worker() -> None:
     deadline = time.monotonic() + 240
     killed = False
     while time.monotonic() < deadline and proc.poll() is None:
-        if "running" in containers("serve-dgx2").get(NAME, "") and "running" in containers("serve-dgx1").get(NAME, ""):
-            node("serve-dgx2", "docker", "kill", NAME)  # the worker exits while the group starts up
+        if "running" in containers(HOSTS[1]).get(NAME, "") and "running" in containers(HOSTS[0]).get(NAME, ""):
+            node(HOSTS[1], "docker", "kill", NAME)  # the worker exits while the group starts up
             killed = True
             break
         time.sleep(0.5)
     out, _ = proc.communicate(timeout=300)
     msg = "\n".join(ln for ln in out.splitlines() if "serve failed:" in ln)[-3000:]
     check("a worker exiting during startup fails the start naming it", killed and proc.returncode != 0
-          and "serve-dgx2: container is exited" in msg, msg or out[-2000:])
+          and f"{HOSTS[1]}: container is exited" in msg, msg or out[-2000:])
     nothing_left("after the dead worker")
 
 
