@@ -28,7 +28,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(HERE))
+# Run as a script: its own folder for conftest (the stand-in), tests/ for the shared testlib conftest imports.
+sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 MODEL = "sparkfleet/standin-flash"
 BOOK_URL = "http://127.0.0.1:9/sparkfleet-offline-book.txt"  # never fetched: the cache file is pre-filled

@@ -1,27 +1,17 @@
-"""Bench test plumbing: the shared module loader from tests/unit, and the stand-in server on loopback."""
+"""Bench test plumbing: the shared module loader (testlib), and the stand-in server on loopback."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("sparkfleet_unit_conftest", ROOT / "tests" / "unit" / "conftest.py")
-assert _spec and _spec.loader
-_unit = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = _unit
-_spec.loader.exec_module(_unit)
-
-load_source = _unit.load_source
-run_module = _unit.run_module  # re-exported fixture (also puts module_utils on ansible.module_utils)
+from testlib import ROOT, load_source, run_module  # noqa: F401  (run_module is a fixture)
 
 STANDIN_DIR = ROOT / "molecule" / "standin"
 MODEL = "sparkfleet/standin-flash"

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from conftest import MODEL, ROOT, Standin
+from conftest import MODEL, Standin
+from testlib import ROOT
 
 
 def test_playbook_fails_on_a_failed_benchmark(standin: Callable[..., Standin], tmp_path: Path) -> None:

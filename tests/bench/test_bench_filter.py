@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from conftest import load_source
+from testlib import load_source
 
 head_url = load_source("filter_plugins", "sparkfleet_bench").spark_bench_head_url
 

@@ -18,7 +18,8 @@ from ansible.module_utils.spark_bench_report import new_report
 from ansible.module_utils.spark_bench_schedule import promote, prometheus_textfile, prune_history, write_textfile
 from ansible.module_utils.spark_bench_stats import summarize
 
-from conftest import MODEL, ROOT, Standin
+from conftest import MODEL, Standin
+from testlib import ROOT
 
 SAMPLE = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_]+="([^"\\]|\\.)*",?)*\})? -?[0-9.e+-]+(inf)?$')
 

@@ -1,17 +1,14 @@
-"""Image and model test plumbing: the shared loader from tests/unit, tiny git upstreams with patch series."""
+"""Image and model test plumbing: the shared loader (testlib), tiny git upstreams with patch series."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-from testlib import load_source, run_module  # noqa: E402,F401  (run_module is a fixture)
+from testlib import ROOT, load_source, run_module  # noqa: F401  (run_module is a fixture)
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

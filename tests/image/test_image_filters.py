@@ -7,7 +7,7 @@ from typing import Any, Dict
 
 import pytest
 from ansible.errors import AnsibleFilterError
-from conftest import ROOT, load_source
+from testlib import ROOT, load_source
 
 from ansible.module_utils.spark_image import content_tag, identity_labels
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import yaml
-from conftest import ROOT, load_source
+from testlib import ROOT, load_source
 
 from ansible.module_utils.spark_upstream import patchset_sha256
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from conftest import load_source
+from testlib import load_source
 from spark_fixtures import V1, V2, default_slots, gid, link_local, roce_device, sysfs_with_devices
 
 FABRIC = load_source("filter_plugins", "sparkfleet_fabric")

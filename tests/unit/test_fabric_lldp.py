@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ansible.module_utils.spark_lldp import Neighbour, Peer, compare_cabling, parse_expect, parse_lldpctl_json0
-from conftest import ROOT
+from testlib import ROOT
 from spark_fixtures import ansible_doc
 
 FIXTURES = ROOT / "tests/unit/fixtures/fabric"

@@ -12,7 +12,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible.module_utils.spark_fabric_probe import (
     LinkState, fabric_drift, link_drift, parse_ip_address, parse_ping, path_verdict, ping_command)
-from conftest import ROOT, load_source
+from testlib import ROOT, load_source
 from spark_fixtures import ansible_doc
 
 FIXTURES = ROOT / "tests/unit/fixtures/fabric"

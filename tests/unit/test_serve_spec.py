@@ -11,7 +11,7 @@ from ansible.errors import AnsibleFilterError
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from conftest import ROOT, load_source
+from testlib import ROOT, load_source
 
 fabric = load_source("filter_plugins", "sparkfleet_fabric")
 nccl = load_source("filter_plugins", "sparkfleet_nccl")

@@ -9,7 +9,7 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.spark_host import HostIO
 
-from conftest import ROOT
+from testlib import ROOT
 from spark_fixtures import ansible_doc, swap_header, write_tree
 
 FIXTURES = Path(__file__).parent / "fixtures" / "host"

@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
-from conftest import load_source  # noqa: F401  (sets up ansible.module_utils for the project)
+from testlib import load_source  # noqa: F401  (sets up ansible.module_utils for the project)
 from ansible.module_utils import spark_memguard as mg
 from ansible.module_utils import spark_memguard_watch as watch
 

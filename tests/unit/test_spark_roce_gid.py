@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT
+from testlib import ROOT
 from spark_fixtures import V1, ansible_doc, V2, default_slots, gid, link_local, roce_device, sysfs_with_devices
 
 DEV0, NET0, ADDR0 = "rocep1s0f0", "enp1s0f0np0", "10.12.1.1"

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from conftest import load_source
+from testlib import load_source
 
 F = load_source("filter_plugins", "sparkfleet_host")
 

@@ -7,7 +7,7 @@ from typing import Any, Callable
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from conftest import load_source
+from testlib import load_source
 
 fabric = load_source("filter_plugins", "sparkfleet_fabric")
 
