@@ -291,9 +291,9 @@ def check_display(host: str, obs: Observation, ctx: Context) -> List[Check]:
     else:
         out.append((failed if active else passed)(host, "host.display_manager", ERROR,
                                                   f"display manager {facts.get('display_manager')}", fix))
-    target = facts.get("default_target")
-    fix = "systemctl set-default multi-user.target (playbooks/host.yml does it)"
-    out.append((passed if target == "multi-user.target" else failed)(
+    target, want = facts.get("default_target"), ctx.get("default_target") or "multi-user.target"
+    fix = f"systemctl set-default {want} (playbooks/host.yml does it)"
+    out.append((passed if target == want else failed)(
         host, "host.default_target", WARNING, f"default target {target or _why(facts, 'default_target')}", fix))
     return out
 
