@@ -1,24 +1,30 @@
-"""Streaming OpenAI-compatible client for benchmarks: one aiohttp session, timings on perf_counter.
+"""Streaming OpenAI-compatible client for benchmarks: raw asyncio HTTP/1.1, timings on perf_counter.
 
-Why it looks like this (see the bench method reference, section 5): one session with keep-alive (a
-session per request churns connections), a large read buffer (aiohttp's 64 KiB default collapses
-throughput on long prompts and can fail on large SSE events), our own line splitter over `iter_any()`,
-and a timestamp taken once per socket read, before any JSON parsing, so client work never inflates TTFT.
+Why it looks like this (bench method reference section 5, measurements in docs/bench.md):
+- One asyncio Protocol per connection. The event loop hands every socket read straight to
+  `data_received`, which stamps it (time.perf_counter, the same CLOCK_MONOTONIC the stand-in records
+  with) before any parsing; no task wake-up, no reader queue, no per-chunk future. That is what makes
+  the client cheap at many streams and keeps a busy loop from delaying the stamp of a first token.
+- Keep-alive pool, one connection per concurrent stream (a connection per request churns sockets),
+  TCP_NODELAY on both directions of our side, HTTP/1.1 chunked transfer decoding of our own.
+- No read-buffer ceiling: asyncio reads up to 256 KiB per recv and partial lines are joined here, so a
+  large SSE event neither fails nor throttles the stream (aiohttp's 64 KiB default does both).
+- Standard library only: importing aiohttp alone cost ~0.25 CPU-seconds per run.
 """
 from __future__ import annotations
 
 import asyncio
 import json
+import re
+import socket
+import ssl
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
+from urllib.parse import urlsplit
 
-import re
-
-import aiohttp
-
-READ_BUFSIZE = 16 * 1024 * 1024
 ERROR_CLASSES = ("http", "transport", "timeout", "stream_error", "incomplete")
+MAX_HEAD_BYTES = 64 * 1024
 _REASONING_KEYS = ("reasoning", "reasoning_content")
 # Fast path for the bulk of a stream: a plain token event is classified by these byte patterns instead of
 # json.loads (half of the client's per-token CPU). Anything that may carry more than a token - usage, a
@@ -27,6 +33,8 @@ _REASONING_KEYS = ("reasoning", "reasoning_content")
 _ANSWER = re.compile(rb'"(?:content|text)"\s*:\s*"(?!")')
 _REASONING = re.compile(rb'"(?:reasoning|reasoning_content)"\s*:\s*"(?!")')
 _NEEDS_PARSE = re.compile(rb'"(?:usage|finish_reason)"\s*:\s*[^\sn]|"error"|"tool_calls"|"token_ids"')
+
+Sink = Callable[[bytes, float], None]
 
 
 @dataclass
@@ -43,6 +51,7 @@ class RequestResult:
     status: int = 0
     error_class: Optional[str] = None
     error: str = ""
+    request_id: str = ""  # the server's response id (matches its own logs and traces)
     prompt_tokens: int = 0
     completion_tokens: int = 0
     reasoning_tokens: int = 0
@@ -71,6 +80,10 @@ class RequestResult:
             return None
         span = self.t_last_token - self.t_first_token
         return (self.completion_tokens - 1) / span if span > 0 else None
+
+
+class StreamError(Exception):
+    """An `error` event inside an otherwise successful (HTTP 200) stream."""
 
 
 class _Stream:
@@ -102,6 +115,8 @@ class _Stream:
         if "error" in event and not event.get("choices"):
             err = event["error"]
             raise StreamError(err.get("message", str(err)) if isinstance(err, dict) else str(err))
+        if not res.request_id and isinstance(event.get("id"), str):
+            res.request_id = event["id"]
         usage = event.get("usage")
         if usage:
             self._usage(usage)
@@ -144,105 +159,6 @@ class _Stream:
         res.reasoning_tokens = int((usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0)
 
 
-class StreamError(Exception):
-    """An `error` event inside an otherwise successful (HTTP 200) stream."""
-
-
-class BenchClient:
-    """One aiohttp session for a whole benchmark run."""
-
-    def __init__(self, base_url: str, timeout_s: float = 1800.0, api_key: Optional[str] = None,
-                 max_connections: int = 0, coalesce_interval_s: float = 0.001) -> None:
-        self.base_url = base_url.rstrip("/")
-        if self.base_url.endswith("/v1"):
-            self.base_url = self.base_url[:-3]
-        self.timeout_s = timeout_s
-        self._headers = {"Content-Type": "application/json"}
-        if api_key:
-            self._headers["Authorization"] = f"Bearer {api_key}"
-        self._max_connections = max_connections
-        self._session: Optional[aiohttp.ClientSession] = None
-        self._drainer = Drainer(coalesce_interval_s)
-
-    async def __aenter__(self) -> "BenchClient":
-        connector = aiohttp.TCPConnector(limit=self._max_connections, keepalive_timeout=300)
-        self._session = aiohttp.ClientSession(
-            connector=connector, read_bufsize=READ_BUFSIZE, trust_env=False, auto_decompress=False,
-            headers=self._headers, skip_auto_headers=("Accept-Encoding",),
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=30))
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._session is not None:
-            await self._session.close()
-
-    @property
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            raise RuntimeError("BenchClient used outside 'async with'")
-        return self._session
-
-    async def get_text(self, path: str, timeout_s: float = 10.0) -> tuple[int, str]:
-        """GET a small document; (status, body). Transport errors propagate to the caller."""
-        async with self.session.get(self.base_url + path, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
-            return resp.status, await resp.text()
-
-    async def post_json(self, path: str, body: dict[str, Any], timeout_s: float = 60.0) -> tuple[int, Any]:
-        """POST a JSON body and read a JSON answer (non-streaming helpers: /tokenize, probes)."""
-        async with self.session.post(self.base_url + path, data=json.dumps(body),
-                                     timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
-            text = await resp.text()
-            try:
-                return resp.status, json.loads(text)
-            except ValueError:
-                return resp.status, text
-
-    async def stream(self, path: str, body: dict[str, Any], keep_content: bool = False,
-                     timeout_s: Optional[float] = None, coalesce: bool = False) -> RequestResult:
-        """POST a streaming request and time it; every failure is classified, never raised.
-
-        coalesce=True hands the decode phase to the shared Drainer (for many concurrent streams)."""
-        res = RequestResult()
-        state = _Stream(res, keep_content)
-        payload = json.dumps(body).encode()
-        try:
-            await asyncio.wait_for(self._stream(path, payload, state, coalesce), timeout_s or self.timeout_s)
-        except asyncio.TimeoutError:
-            _fail(res, "timeout", f"no complete answer within {timeout_s or self.timeout_s:g} s")
-        except StreamError as exc:
-            _fail(res, "stream_error", str(exc))
-        except (aiohttp.ClientError, ConnectionError, ValueError) as exc:
-            _fail(res, "transport", f"{type(exc).__name__}: {exc}")
-        res.t_end = time.perf_counter()
-        res.content = "".join(state.parts)
-        if res.ok and not (state.done and res.usage_seen):
-            _fail(res, "incomplete", "stream ended without usage and [DONE]")
-        return res
-
-    async def _stream(self, path: str, payload: bytes, state: _Stream, coalesce: bool) -> None:
-        res = state.res
-        res.t_send = time.perf_counter()
-        async with self.session.post(self.base_url + path, data=payload) as resp:
-            res.status = resp.status
-            if resp.status != 200:
-                body = (await resp.text())[:300]
-                _fail(res, "http", f"HTTP {resp.status}: {body}")
-                return
-            reader = resp.content
-            buf = b""
-            while True:
-                chunk = await reader.readany()
-                if not chunk:
-                    break
-                buf = _feed_lines(buf + chunk, state, time.perf_counter())
-                if coalesce and res.t_first_token is not None:
-                    # TTFT was stamped on its own read; the decode phase joins the shared drainer.
-                    buf = await self._drainer.follow(reader, buf, state)
-                    break
-            if buf.startswith(b"data:"):
-                state.feed(buf[5:].strip(), time.perf_counter())
-
-
 def _feed_lines(buf: bytes, state: _Stream, stamp: float) -> bytes:
     """Feed every complete SSE line of buf to state; return the incomplete rest."""
     if b"\n" not in buf:
@@ -257,58 +173,335 @@ def _feed_lines(buf: bytes, state: _Stream, stamp: float) -> bytes:
     return rest
 
 
-class _Follow:
-    """One stream handed to the drainer: its reader, unparsed rest, parser and completion future."""
+class _SseSink:
+    """Body bytes of a 200 streaming answer -> SSE lines -> _Stream, every line stamped with its read."""
 
-    __slots__ = ("reader", "buf", "state", "done")
+    __slots__ = ("state", "rest")
 
-    def __init__(self, reader: aiohttp.StreamReader, buf: bytes, state: _Stream, done: "asyncio.Future[bytes]") -> None:
-        self.reader, self.buf, self.state, self.done = reader, buf, state, done
+    def __init__(self, state: _Stream) -> None:
+        self.state = state
+        self.rest = b""
+
+    def __call__(self, data: bytes, stamp: float) -> None:
+        self.rest = _feed_lines(self.rest + data if self.rest else data, self.state, stamp)
+
+    def finish(self, stamp: float) -> None:
+        if self.rest.startswith(b"data:"):
+            self.state.feed(self.rest[5:].strip(), stamp)
+        self.rest = b""
 
 
-class Drainer:
-    """Reads the decode phase of many streams from ONE task that wakes every `interval` seconds.
+class _Response:
+    """Incremental HTTP/1.1 response parser: status line and headers, then a chunked, sized or
+    read-until-close body handed to a sink. `done` resolves when the body is complete."""
 
-    Awaiting every chunk costs a task wake-up per token (64 streams at 20 ms = 3,200 per second; 256 at
-    5 ms = 51,200, more than a Python client can take). Draining every stream's buffer once per interval
-    costs a fixed 1/interval wake-ups; each token is stamped at the tick that found it, at most
-    `interval` late, which moves a decode rate over a 256-token window by ~0.02 %. TTFT is never
-    coalesced: the first token is awaited and stamped on its own read.
-    """
+    def __init__(self, sse: Optional[_SseSink]) -> None:
+        self.sse = sse
+        self.done: "asyncio.Future[None]" = asyncio.get_running_loop().create_future()
+        self.status = 0
+        self.keep_alive = False
+        self.received = False
+        self.body = bytearray()
+        self._head = b""
+        self._sink: Optional[Sink] = None
+        self._mode = ""  # chunked | length | close
+        self._left = 0  # length mode: body bytes still due; chunked: payload bytes of the current chunk
+        self._skip = 0  # chunked: CRLF bytes after a chunk's payload still to skip
+        self._last = False  # chunked: the zero-size chunk was seen, trailers follow
+        self._rest = b""
 
-    def __init__(self, interval: float) -> None:
-        self.interval = interval
-        self.active: set[_Follow] = set()
-        self._task: Optional["asyncio.Task[None]"] = None
-
-    async def follow(self, reader: aiohttp.StreamReader, buf: bytes, state: _Stream) -> bytes:
-        entry = _Follow(reader, buf, state, asyncio.get_running_loop().create_future())
-        self.active.add(entry)
-        if self._task is None or self._task.done():
-            self._task = asyncio.ensure_future(self._run())
+    # -- input from the protocol
+    def feed(self, data: bytes, stamp: float) -> None:
+        self.received = True
+        if self.done.done():
+            return
         try:
-            return await entry.done
-        finally:
-            self.active.discard(entry)
+            if self._sink is None:
+                data = self._parse_head(data)
+                if self._sink is None:
+                    return
+            if self._mode == "chunked":
+                self._chunked(data, stamp)
+            elif self._mode == "length":
+                self._sized(data, stamp)
+            else:
+                self._sink(data, stamp)
+        except Exception as exc:  # noqa: BLE001 - any parse or sink error ends this response with it
+            self.keep_alive = False
+            self.done.set_exception(exc)
 
-    async def _run(self) -> None:
-        while self.active:
-            await asyncio.sleep(self.interval)
-            stamp = time.perf_counter()
-            for entry in list(self.active):
-                if not entry.done.done():
-                    self._drain(entry, stamp)
+    def eof(self, exc: Optional[BaseException]) -> None:
+        if self.done.done():
+            return
+        if self._sink is not None and self._mode == "close":
+            self._complete(time.perf_counter())
+            return
+        self.keep_alive = False
+        reason = f": {exc}" if exc else ""
+        self.done.set_exception(ConnectionResetError(f"connection closed before the response was complete{reason}"))
 
-    @staticmethod
-    def _drain(entry: _Follow, stamp: float) -> None:
+    # -- head
+    def _parse_head(self, data: bytes) -> bytes:
+        buf = self._head + data
+        end = buf.find(b"\r\n\r\n")
+        if end < 0:
+            if len(buf) > MAX_HEAD_BYTES:
+                raise ValueError(f"response head larger than {MAX_HEAD_BYTES} bytes")
+            self._head = buf
+            return b""
+        lines = buf[:end].decode("latin-1").split("\r\n")
+        version, _, rest = lines[0].partition(" ")
+        self.status = int(rest.split(" ", 1)[0])
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip().lower()
+        self.keep_alive = version == "HTTP/1.1" and "close" not in headers.get("connection", "")
+        if "chunked" in headers.get("transfer-encoding", ""):
+            self._mode = "chunked"
+        elif "content-length" in headers:
+            self._mode, self._left = "length", int(headers["content-length"])
+        elif self.status in (204, 304):
+            self._mode, self._left = "length", 0
+        else:
+            self._mode, self.keep_alive = "close", False
+        self._sink = self.sse if (self.status == 200 and self.sse is not None) else self._collect
+        body = buf[end + 4:]
+        if self._mode == "length" and self._left == 0:
+            self._complete(time.perf_counter())
+        return body
+
+    def _collect(self, data: bytes, stamp: float) -> None:
+        self.body += data
+
+    # -- bodies
+    def _sized(self, data: bytes, stamp: float) -> None:
+        if not data:
+            return
+        take = data[:self._left]
+        self._left -= len(take)
+        self._sink(take, stamp)  # type: ignore[misc]  # set by _parse_head
+        if self._left == 0:
+            self._complete(stamp)
+
+    def _chunked(self, data: bytes, stamp: float) -> None:
+        buf = self._rest + data if self._rest else data
+        pos, n = 0, len(buf)
+        sink = self._sink
+        while pos < n:
+            if self._left:
+                end = min(n, pos + self._left)
+                sink(buf[pos:end], stamp)  # type: ignore[misc]  # set by _parse_head
+                self._left -= end - pos
+                pos = end
+                if not self._left:
+                    self._skip = 2
+            elif self._skip:
+                step = min(self._skip, n - pos)
+                self._skip -= step
+                pos += step
+            else:
+                eol = buf.find(b"\r\n", pos)
+                if eol < 0:
+                    break
+                line, pos = buf[pos:eol], eol + 2
+                if self._last:
+                    if not line:  # the empty line after the trailers: body complete
+                        self._complete(stamp)
+                        return
+                    continue
+                size = int(line.split(b";", 1)[0], 16)
+                if size:
+                    self._left = size
+                else:
+                    self._last = True
+        self._rest = buf[pos:]
+
+    def _complete(self, stamp: float) -> None:
+        if self.sse is not None and self._sink is self.sse:
+            self.sse.finish(stamp)
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+class _Conn(asyncio.Protocol):
+    """One keep-alive connection; the response being read gets every read with its timestamp."""
+
+    def __init__(self) -> None:
+        self.transport: Optional[asyncio.Transport] = None
+        self.response: Optional[_Response] = None
+        self.closed = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # a stream transport (TCP or TLS)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            # Nagle would hold a small request back behind an unacknowledged one; asyncio sets it too.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def data_received(self, data: bytes) -> None:
+        stamp = time.perf_counter()
+        if self.response is None:  # bytes nobody asked for: the connection is unusable
+            self.close()
+            return
+        self.response.feed(data, stamp)
+
+    def eof_received(self) -> bool:
+        if self.response is not None:
+            self.response.eof(None)
+        self.closed = True
+        return False
+
+    def connection_lost(self, exc: Optional[Exception]) -> None:
+        self.closed = True
+        if self.response is not None:
+            self.response.eof(exc)
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+
+class BenchClient:
+    """HTTP/1.1 keep-alive pool to one OpenAI-compatible server for a whole benchmark run."""
+
+    def __init__(self, base_url: str, timeout_s: float = 1800.0, api_key: Optional[str] = None,
+                 max_connections: int = 0) -> None:
+        parts = urlsplit(base_url.rstrip("/"))
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"bench URL must be http(s)://host[:port][/path], got {base_url!r}")
+        self.host = parts.hostname
+        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self._ssl: Optional[ssl.SSLContext] = ssl.create_default_context() if parts.scheme == "https" else None
+        prefix = parts.path.rstrip("/")
+        self._prefix = prefix[:-3] if prefix.endswith("/v1") else prefix
+        self.base_url = f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}{self._prefix}"
+        self.timeout_s = timeout_s
+        self._head_lines = (f"Host: {parts.netloc.rsplit('@', 1)[-1]}\r\nUser-Agent: sparkfleet-bench\r\n"
+                            "Accept: */*\r\nContent-Type: application/json\r\n")
+        if api_key:
+            self._head_lines += f"Authorization: Bearer {api_key}\r\n"
+        self._slots = asyncio.Semaphore(max_connections) if max_connections > 0 else None
+        self._idle: list[_Conn] = []
+        self._open: set[_Conn] = set()
+
+    async def __aenter__(self) -> "BenchClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for conn in list(self._open):
+            conn.close()
+        self._open.clear()
+        self._idle.clear()
+
+    # -- public requests
+    async def get_text(self, path: str, timeout_s: float = 10.0) -> tuple[int, str]:
+        """GET a small document; (status, body). Transport errors propagate to the caller."""
+        resp = await asyncio.wait_for(self._exchange("GET", path, None, None), timeout_s)
+        return resp.status, resp.body.decode("utf-8", "replace")
+
+    async def post_json(self, path: str, body: dict[str, Any], timeout_s: float = 60.0) -> tuple[int, Any]:
+        """POST a JSON body and read a JSON answer (non-streaming helpers: /tokenize, probes)."""
+        resp = await asyncio.wait_for(self._exchange("POST", path, json.dumps(body).encode(), None), timeout_s)
+        text = resp.body.decode("utf-8", "replace")
         try:
-            data = entry.reader.read_nowait(-1)
-            if data:
-                entry.buf = _feed_lines(entry.buf + data, entry.state, stamp)
-            if entry.reader.at_eof():
-                entry.done.set_result(entry.buf)
-        except Exception as exc:  # noqa: BLE001 - handed to the stream's own classification
-            entry.done.set_exception(exc)
+            return resp.status, json.loads(text)
+        except ValueError:
+            return resp.status, text
+
+    async def stream(self, path: str, body: dict[str, Any], keep_content: bool = False,
+                     timeout_s: Optional[float] = None) -> RequestResult:
+        """POST a streaming request and time it; every failure is classified, never raised."""
+        res = RequestResult()
+        state = _Stream(res, keep_content)
+        limit = timeout_s or self.timeout_s
+        try:
+            resp = await asyncio.wait_for(self._exchange("POST", path, json.dumps(body).encode(), state), limit)
+            res.status = resp.status
+            if resp.status != 200:
+                _fail(res, "http", f"HTTP {resp.status}: {resp.body[:300].decode('utf-8', 'replace')}")
+        except asyncio.TimeoutError:
+            _fail(res, "timeout", f"no complete answer within {limit:g} s")
+        except StreamError as exc:
+            _fail(res, "stream_error", str(exc))
+        except (OSError, ValueError) as exc:  # ConnectionError is an OSError; ValueError: bad framing/JSON
+            _fail(res, "transport", f"{type(exc).__name__}: {exc}")
+        res.t_end = time.perf_counter()
+        res.content = "".join(state.parts)
+        if res.ok and not (state.done and res.usage_seen):
+            _fail(res, "incomplete", "stream ended without usage and [DONE]")
+        return res
+
+    # -- one exchange on a pooled connection
+    async def _exchange(self, method: str, path: str, payload: Optional[bytes],
+                        state: Optional[_Stream]) -> _Response:
+        if self._slots is None:
+            return await self._exchange_on_pool(method, path, payload, state)
+        async with self._slots:
+            return await self._exchange_on_pool(method, path, payload, state)
+
+    async def _exchange_on_pool(self, method: str, path: str, payload: Optional[bytes],
+                                state: Optional[_Stream]) -> _Response:
+        request = self._request_bytes(method, path, payload)
+        conn, reused = await self._acquire()
+        resp = self._send(conn, request, state)
+        try:
+            try:
+                await resp.done
+            except ConnectionResetError:
+                if not (reused and not resp.received):
+                    raise
+                # The server closed an idle keep-alive connection as we reused it: nothing was processed,
+                # so the request goes once more on a fresh connection.
+                self._forget(conn)
+                conn = await self._connect()
+                resp = self._send(conn, request, state)
+                await resp.done
+        except BaseException:
+            self._forget(conn)
+            raise
+        self._release(conn, resp)
+        return resp
+
+    def _request_bytes(self, method: str, path: str, payload: Optional[bytes]) -> bytes:
+        body = payload or b""
+        head = f"{method} {self._prefix}{path} HTTP/1.1\r\n{self._head_lines}Content-Length: {len(body)}\r\n\r\n"
+        return head.encode("latin-1") + body
+
+    def _send(self, conn: _Conn, request: bytes, state: Optional[_Stream]) -> _Response:
+        resp = _Response(_SseSink(state) if state is not None else None)
+        conn.response = resp
+        if state is not None:
+            state.res.t_send = time.perf_counter()
+        conn.transport.write(request)  # type: ignore[union-attr]  # set by connection_made
+        return resp
+
+    async def _acquire(self) -> tuple[_Conn, bool]:
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.closed:
+                return conn, True
+            self._open.discard(conn)
+        return await self._connect(), False
+
+    async def _connect(self) -> _Conn:
+        loop = asyncio.get_running_loop()
+        _, conn = await loop.create_connection(_Conn, self.host, self.port, ssl=self._ssl)
+        self._open.add(conn)
+        return conn
+
+    def _release(self, conn: _Conn, resp: _Response) -> None:
+        conn.response = None
+        if resp.keep_alive and not conn.closed:
+            self._idle.append(conn)
+        else:
+            self._forget(conn)
+
+    def _forget(self, conn: _Conn) -> None:
+        conn.response = None
+        conn.close()
+        self._open.discard(conn)
 
 
 def _fail(res: RequestResult, cls: str, message: str) -> None:

@@ -66,7 +66,6 @@ class BenchConfig:
     settle: float = 0.5
     poll_interval: float = 1.0
     max_retries: int = 3
-    coalesce_streams: int = 32
     api_key: Optional[str] = None
 
 
@@ -301,8 +300,7 @@ class Runner:
                 "prefill_sizes": cfg.prefill_sizes, "prefill_texts": cfg.prefill_texts,
                 "prefill_repeats": cfg.prefill_repeats, "prefix_tokens": cfg.prefix_tokens,
                 "admission_tokens": cfg.admission_tokens, "needle_tokens": cfg.needle_tokens,
-                "reasoning_off_knob": {"chat_template_kwargs": REASONING_OFF}, "prompts_sha256": prompts_sha256(),
-                "coalesce_streams": cfg.coalesce_streams}
+                "reasoning_off_knob": {"chat_template_kwargs": REASONING_OFF}, "prompts_sha256": prompts_sha256()}
 
     # -- bookkeeping
     def save(self) -> None:
@@ -460,8 +458,7 @@ class Runner:
         body = self.chat_body(prompt, self.cfg.max_tokens, reasoning, forced=True)
 
         async def work() -> list[RequestResult]:
-            coalesce = conc >= self.cfg.coalesce_streams
-            return list(await asyncio.gather(*(self.client.stream("/v1/chat/completions", body, coalesce=coalesce)
+            return list(await asyncio.gather(*(self.client.stream("/v1/chat/completions", body)
                                                for _ in range(conc))))
 
         for attempt in range(self.cfg.max_retries + 1):

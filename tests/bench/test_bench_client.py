@@ -1,0 +1,157 @@
+"""The bench client's own HTTP/1.1 layer: chunked framing split anywhere, sized and read-until-close bodies,
+keep-alive reuse, a stale pooled connection, TCP_NODELAY and the response id."""
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import socket
+from typing import Awaitable, Callable
+
+import pytest
+from ansible.module_utils.spark_bench_client import BenchClient, RequestResult, _Response, _SseSink, _Stream
+
+
+def _event(delta: dict[str, str], finish: str | None = None) -> bytes:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return b"data: " + json.dumps({"id": "chatcmpl-7", "choices": [choice]}).encode() + b"\n\n"
+
+
+EVENTS = [_event({"role": "assistant", "content": "Hi"}), _event({"content": " there"}),
+          _event({"content": "!"}, "length"),
+          b'data: {"id": "chatcmpl-7", "choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 3}}\n\n',
+          b"data: [DONE]\n\n"]
+
+
+def _chunked(parts: list[bytes]) -> bytes:
+    body = b"".join(b"%x;ext=1\r\n" % len(p) + p + b"\r\n" for p in parts)
+    return (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + body + b"0\r\nX-Trailer: 1\r\n\r\n")
+
+
+async def _parse(wire: bytes, cuts: list[int]) -> tuple[RequestResult, bool]:
+    res = RequestResult()
+    resp = _Response(_SseSink(_Stream(res, keep_content=True)))
+    start = 0
+    for i, cut in enumerate(sorted(cuts) + [len(wire)]):
+        resp.feed(wire[start:cut], float(i))
+        start = cut
+    return res, resp.done.done() and resp.done.exception() is None
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_chunked_sse_split_anywhere_gives_the_same_result(seed: int) -> None:
+    wire = _chunked([EVENTS[0] + EVENTS[1][:30], EVENTS[1][30:], *EVENTS[2:]])
+    rng = random.Random(seed)
+    cuts = rng.sample(range(1, len(wire)), 40) if seed else list(range(1, len(wire)))  # seed 0: byte by byte
+    res, complete = asyncio.run(_parse(wire, cuts))
+    whole, _ = asyncio.run(_parse(wire, []))
+    assert complete
+    assert (res.completion_tokens, res.prompt_tokens, res.finish_reason, res.request_id) == (3, 4, "length", "chatcmpl-7")
+    assert len(res.token_times) == 3 and whole.token_times == [0.0, 0.0, 0.0]
+    assert res.token_times == sorted(res.token_times)
+
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+async def _with_server(handler: Handler, body: Callable[[str], Awaitable[None]]) -> None:
+    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        await body(f"http://127.0.0.1:{port}/v1")
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def _read_request(reader: asyncio.StreamReader) -> bytes:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+    return head + await reader.readexactly(length)
+
+
+def test_sized_and_until_close_bodies_and_keep_alive_reuse() -> None:
+    connections: list[int] = []
+    seen: list[bytes] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(1)
+        while True:
+            try:
+                request = await _read_request(reader)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                break
+            seen.append(request)
+            if b" /close " in request:  # no length, no chunking: the body ends with the connection
+                writer.write(b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n\r\nbusy, try later")
+                await writer.drain()
+                break
+            writer.write(b'HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n{"count":3}')
+            await writer.drain()
+        writer.close()
+
+    async def body(url: str) -> None:
+        async with BenchClient(url, api_key="sk-test") as client:
+            assert await client.post_json("/tokenize", {"prompt": "a b c"}) == (200, {"count": 3})
+            assert await client.get_text("/metrics") == (200, '{"count":3}')
+            assert await client.get_text("/close") == (503, "busy, try later")
+            assert await client.get_text("/again") == (200, '{"count":3}')
+
+    asyncio.run(_with_server(handler, body))
+    assert len(connections) == 2  # two requests on one keep-alive connection, then a new one after close
+    assert seen[0].startswith(b"POST /tokenize HTTP/1.1\r\n") and b"Authorization: Bearer sk-test\r\n" in seen[0]
+    assert seen[0].endswith(b'{"prompt": "a b c"}')
+
+
+def test_a_stale_pooled_connection_is_retried_once_on_a_new_one() -> None:
+    """The server closes an idle keep-alive connection just as the client reuses it."""
+    connections: list[asyncio.StreamWriter] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(writer)
+        await _read_request(reader)
+        sock = writer.get_extra_info("socket")
+        if len(connections) == 1:
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        writer.write(_chunked(EVENTS) if len(connections) > 1 else b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        if len(connections) == 1:
+            await reader.read(65536)  # keep the first connection until the client sends again, then drop it
+        writer.close()
+
+    async def body(url: str) -> None:
+        async with BenchClient(url) as client:
+            assert await client.get_text("/health") == (200, "ok")
+            conn = client._idle[-1]
+            conn.closed = False  # the close has not reached the client yet: it reuses the socket
+            client_sock = conn.transport.get_extra_info("socket")
+            assert client_sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+            res = await client.stream("/v1/chat/completions", {"stream": True})
+            assert res.ok, res.error
+            assert res.completion_tokens == 3 and res.request_id == "chatcmpl-7"
+
+    asyncio.run(_with_server(handler, body))
+    assert len(connections) == 2
+
+
+def test_a_cut_stream_is_a_transport_failure_and_a_refused_connection_too() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        wire = _chunked(EVENTS)
+        writer.write(wire[: len(wire) // 2])
+        await writer.drain()
+        writer.transport.abort()
+
+    async def body(url: str) -> None:
+        async with BenchClient(url) as client:
+            res = await client.stream("/v1/chat/completions", {"stream": True})
+        assert res.error_class == "transport" and "closed before the response was complete" in res.error
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]  # bound, never listening: connections are refused
+            async with BenchClient(f"http://127.0.0.1:{port}") as client:
+                refused = await client.stream("/v1/chat/completions", {"stream": True})
+        assert refused.error_class == "transport"
+
+    asyncio.run(_with_server(handler, body))
