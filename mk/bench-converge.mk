@@ -1,0 +1,19 @@
+# Converge benchmark (issue 9; figures, not a test): the wall time of a no-change site.yml run on the tp4 lab,
+# on all 4 nodes, on the head alone (--limit <head>,localhost) and on all nodes with pipelining and connection
+# reuse off; the last line printed is one JSON object (molecule/site/bench_converge.py says how it is measured).
+#   make bench-converge                          converges the tp4 lab, measures, removes the lab (~15-25 min)
+#   make bench-converge BENCH_CONVERGE_ARGS='-- -e @extra.yml'   extra ansible-playbook arguments for every run
+# Its unit tests (tests/site/) run with `make unit`. site-converge (mk/site.mk) starts and converges the lab.
+
+BENCH_CONVERGE_ARGS ?=
+# Make runs a recipe line that names $(MAKE) directly even under `make -n`; through this variable the line
+# is only printed, so a dry run never converges, measures or removes a lab.
+BENCH_CONVERGE_MAKE = $(MAKE) --no-print-directory
+
+.PHONY: bench-converge
+
+bench-converge: setup ## Figures: no-change site.yml on 4 lab nodes vs 1 node vs no pipelining/reuse (tp4 lab)
+	$(BENCH_CONVERGE_MAKE) site-converge TOPOLOGY=tp4 \
+	  && $(PY) $(ROOT)/molecule/site/bench_converge.py --root $(ROOT) --inventory $(LAB_STATE)/tp4/inventory \
+	    --log-dir $(BUILD)/bench-converge $(BENCH_CONVERGE_ARGS); \
+	  rc=$$?; $(BENCH_CONVERGE_MAKE) lab-down; exit $$rc
