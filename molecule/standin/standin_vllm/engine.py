@@ -5,6 +5,7 @@ Timing truth, per request:
   prefill_s     = uncached_prompt_tokens / STANDIN_PREFILL_TPS
   first token   = prefill_start + prefill_s + STANDIN_TTFT_BASE_S (+ an injected stall)
   token k       = token k-1 + STANDIN_ITL_S + STANDIN_ITL_PER_STREAM_S * (decoding streams - 1)
+  (token k is due then; it is written then or, grouped with later ones, soon after - see _decode)
 Every wait sleeps until an absolute deadline on the loop's monotonic clock, so errors never accumulate.
 """
 from __future__ import annotations
@@ -14,6 +15,8 @@ import math
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import AsyncGenerator, AsyncIterator, Deque, Dict, List, Sequence, Set, Tuple
+
+Token = Tuple[int, str, str]  # (index in the output, "reasoning" | "content", text)
 
 from .config import Behaviour, ServeConfig
 from .text import OutputPlan, block_hashes
@@ -204,8 +207,8 @@ class Engine:
         self.counters.e2e.observe(now - stream.arrived)
         self._pump()
 
-    async def generate(self, req: GenRequest) -> AsyncGenerator[Tuple[Stream, int, str, str], None]:
-        """Yield (stream, index, kind, text) per output token, each at its scheduled time."""
+    async def generate(self, req: GenRequest) -> AsyncGenerator[Tuple[Stream, List[Token], float], None]:
+        """Yield (stream, tokens, due) per write: the output tokens due now, and the due time of the last."""
         loop = asyncio.get_running_loop()
         stream = Stream(req=req, arrived=loop.time())
         self.waiting.append(stream)
@@ -224,23 +227,45 @@ class Engine:
         finally:
             self._finish(stream, reason, loop.time())
 
-    async def _decode(self, stream: Stream, first: float) -> AsyncIterator[Tuple[Stream, int, str, str]]:
+    async def _decode(self, stream: Stream, first: float) -> AsyncIterator[Tuple[Stream, List[Token], float]]:
+        """Tokens grouped into writes. Every token is released at or after its due time; tokens due while
+        the server was late (or, with STANDIN_DECODE_TICK_S, due since the stream's previous wake-up) go out
+        together. The first token leaves alone and the last one at its own due time, so TTFT and the
+        decode rate (last - first) keep their truth whatever the grouping."""
+        loop = asyncio.get_running_loop()
         await sleep_until(first)
         self.counters.prompt_tokens += stream.prompt_tokens
         self.counters.ttft.observe(first - stream.arrived)
         self.cache.insert(stream.block_hashes)
         stream.decoding = True
-        deadline = first
+        tick = self.beh.decode_tick_s
+        last_index = stream.req.plan.total - 1
+        deadline = woke = first
+        group: List[Token] = []
         for index, (kind, text) in enumerate(stream.req.plan.pieces()):
             if index:
                 step = self.step_s()
                 deadline += step
-                await sleep_until(deadline)
                 self.counters.itl.observe(step)
+                if deadline > woke:  # not due yet at the last wake-up
+                    wake = deadline
+                    if tick > 0:  # group, but never past the last token's due time (at this step)
+                        wake = min(max(deadline, woke + tick), deadline + (last_index - index) * step)
+                    if wake > loop.time():
+                        if group:
+                            yield stream, group, deadline - step
+                            group = []
+                        await sleep_until(wake)
+                    woke = wake
             stream.generated += 1
             self.counters.generation_tokens += 1
             self._count_spec(stream)
-            yield stream, index, kind, text
+            group.append((index, kind, text))
+            if index == 0 or index == last_index:
+                yield stream, group, deadline
+                group = []
+        if group:
+            yield stream, group, deadline
 
     def gauges(self) -> Dict[str, float]:
         return {
