@@ -1,7 +1,8 @@
 # Converge benchmark (issue 9; figures, not a test): the wall time of a no-change site.yml run on the tp4 lab,
 # on all 4 nodes, on the head alone (--limit <head>,localhost) and on all nodes with pipelining and connection
 # reuse off; the last line printed is one JSON object (molecule/site/bench_converge.py says how it is measured).
-#   make bench-converge                          converges the tp4 lab, measures, removes the lab (~15-25 min)
+#   make bench-converge                          converges the tp4 lab, measures, removes the lab (every lab of the engine)
+#                                                (duration not measured yet: one converge plus four no-change runs)
 #   make bench-converge BENCH_CONVERGE_ARGS='-- -e @extra.yml'   extra ansible-playbook arguments for every run
 # Its unit tests (tests/site/) run with `make unit`. site-converge (mk/site.mk) starts and converges the lab.
 
