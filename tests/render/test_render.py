@@ -182,7 +182,7 @@ def test_serve_json_is_what_each_rank_launches(tmp_path: Path, name: str, size: 
         run = spec["run"]
         assert (run["network_mode"], run["ipc_mode"], run["shm_size"]) == ("host", "host", "16g")
         assert "memlock:-1:-1" in run["ulimits"] and run["devices"] == ["/dev/infiniband:/dev/infiniband:rwm"]
-        assert [v.split(":")[1:] for v in run["volumes"]] == [["/models", "ro"], ["/blobs", "ro"], ["/cache", "rw"]]
+        assert [v.split(":")[1:] for v in run["volumes"]] == [["/models", "ro"], ["/cache", "rw"]]
     assert len(engine_args) == 1, "every rank must launch the same engine arguments"
 
 

@@ -159,9 +159,8 @@ def test_run_options_are_the_reference_container(tp3: dict[str, Any]) -> None:
     assert run["device_cgroup_rules"] == ["c 226:* rw"]
     assert run["restart_policy"] == "no"
     assert run["mounts"] == [{"type": "bind", "source": "/dev/dri/by-path/pci-000f:01:00.0-card", "target": "/dev/dri/card0"}]
-    snapshot = "/var/lib/sparkfleet/huggingface/hub/models--deepseek-ai--DeepSeek-V4.1-Flash"
-    assert run["volumes"] == [f"{snapshot}/snapshots/dba1be0a40aa45a94ad051997016db3960a90277:/models:ro",
-                              f"{snapshot}/blobs:/blobs:ro", "/var/lib/sparkfleet/serve-cache:/cache:rw"]
+    assert run["volumes"] == ["/var/lib/sparkfleet/models/deepseek-v4.1-flash:/models:ro",
+                              "/var/lib/sparkfleet/serve-cache:/cache:rw"]
 
 
 def test_ranks_differ_only_in_their_rank_flags(tp4: dict[str, Any]) -> None:
