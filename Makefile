@@ -60,17 +60,22 @@ render: setup ## Render the plan of one inventory: make render INV=... DIR=...
 
 DEMO_INVENTORY = inventories/$(patsubst tp2,tp2-pair,$(patsubst tp3,tp3-triangle,$(patsubst tp4,tp4-ring,$(TOPOLOGY))))
 
-demo: setup lab-image ## The main job on the lab: render the TOPOLOGY (tp3|tp4) plan, start the lab, converge the fabric
-	@echo "== sparkfleet demo: $(DEMO_INVENTORY) -> the lab"
-	$(BIN)/ansible-playbook -i $(DEMO_INVENTORY) playbooks/render.yml -e spark_render_dir=$(BUILD)/demo/$(TOPOLOGY)/render
-	@echo "== starting the lab ($(TOPOLOGY))"
-	$(MAKE) --no-print-directory lab-up TOPOLOGY=$(TOPOLOGY)
-	@echo "== converging the fabric on $$(grep -c 'spark_rank:' $(LAB_STATE)/$(TOPOLOGY)/inventory/hosts.yml) nodes"
-	$(BIN)/ansible-playbook -i $(LAB_STATE)/$(TOPOLOGY)/inventory playbooks/fabric.yml \
+demo: setup lab-image ## The main job on the lab: TOPOLOGY (tp3|tp4) lab, site.yml on it, the quick bench, its summary
+	@echo "== sparkfleet demo: $(DEMO_INVENTORY) on the lab"
+	@echo "== [1/4] starting the $(TOPOLOGY) lab and its test doubles (molecule/site/README.md)"
+	$(MAKE) --no-print-directory site-lab TOPOLOGY=$(TOPOLOGY)
+	@echo "== [2/4] site.yml on $$(grep -c 'spark_rank:' $(LAB_STATE)/$(TOPOLOGY)/inventory/hosts.yml) nodes: validate, host, fabric, image, model, serve"
+	$(BIN)/ansible-playbook -i $(LAB_STATE)/$(TOPOLOGY)/inventory site.yml -e spark_site_bench=false \
 	  -e spark_fabric_report_dir=$(BUILD)/demo/$(TOPOLOGY)/reports
-	@echo "== plan and per-node files: $(BUILD)/demo/$(TOPOLOGY)/render"
-	@echo "== path matrix: $(BUILD)/demo/$(TOPOLOGY)/reports/fabric-paths.json"
-	@echo "== lab inventory: $(LAB_STATE)/$(TOPOLOGY)/inventory (make demo-down removes the lab)"
+	@echo "== [3/4] the quick bench against the head (points as they finish)"
+	rm -rf $(BUILD)/demo/$(TOPOLOGY)/bench
+	$(PY) bin/sparkfleet-bench --url http://$$(awk '/spark_mgmt_address/ {print $$2; exit}' $(LAB_STATE)/$(TOPOLOGY)/inventory/hosts.yml):8000 \
+	  --output-dir $(BUILD)/demo/$(TOPOLOGY)/bench
+	@echo "== [4/4] reports"
+	@echo "bench report:  $(BUILD)/demo/$(TOPOLOGY)/bench/bench.json (summary.md, points.csv beside it)"
+	@echo "bench plots:   $$(ls $(BUILD)/demo/$(TOPOLOGY)/bench/*.png | tr '\n' ' ')"
+	@echo "path matrix:   $(BUILD)/demo/$(TOPOLOGY)/reports/fabric-paths.json"
+	@echo "lab inventory: $(LAB_STATE)/$(TOPOLOGY)/inventory (status: ansible-playbook -i it playbooks/status.yml; make demo-down removes the lab)"
 
 demo-down: lab-down ## Remove everything make demo started
 

@@ -1,0 +1,29 @@
+# site.yml end to end on the lab (issue 9): molecule/site (shared), molecule/site-tp3, molecule/site-tp4.
+#   make site-lab TOPOLOGY=tp4       lab-up + the test doubles site.yml needs (molecule/site/prepare.yml)
+#   make site-converge TOPOLOGY=tp4  site-lab, then site.yml against the lab inventory
+#   make test-site                   molecule test of site-tp3 and site-tp4 (converge, idempotence, verify)
+
+SITE_SCENARIOS := site-tp3 site-tp4
+SITE_ARGS ?=
+
+# Joins TEST_TARGETS (replacing test-lab) once both scenarios have passed uninterrupted.
+# TEST_TARGETS += test-site
+
+.PHONY: site-lab site-converge test-site
+
+site-lab: lab-up ## Start the TOPOLOGY lab and add the test doubles site.yml needs on it
+	SPARK_IMAGE_LAB_INVENTORY=$(LAB_STATE)/$(TOPOLOGY)/inventory \
+	  $(BIN)/ansible-playbook -i $(LAB_STATE)/$(TOPOLOGY)/inventory molecule/site/prepare.yml
+
+site-converge: site-lab ## site-lab, then site.yml against the lab (SITE_ARGS adds ansible-playbook options)
+	$(BIN)/ansible-playbook -i $(LAB_STATE)/$(TOPOLOGY)/inventory site.yml $(SITE_ARGS)
+
+test-site: setup lab-image ## molecule test of site.yml on the tp3 and tp4 labs
+	$(foreach s,$(SITE_SCENARIOS),$(PY) $(LAB_DIR)/lab.py inventory --topology $(s:site-%=%) \
+	  --inventory $(call lab_inventory_of,$(s:site-%=%)) --state-dir $(LAB_STATE)/$(s:site-%=%) >/dev/null && ) true
+	@for s in $(SITE_SCENARIOS); do \
+	  start=$$(date +%s); \
+	  (cd $(ROOT) && flock $(LAB_SCENARIO_LOCK) $(BIN)/molecule test -s $$s) || exit 1; \
+	  echo "test-site: scenario $$s passed in $$(( $$(date +%s) - start ))s"; \
+	done
+	$(PY) $(LAB_DIR)/lab.py leftovers
