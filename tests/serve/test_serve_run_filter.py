@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from sparkfleet_unit_conftest import load_source
+from testlib import load_source
 
 F = load_source("filter_plugins", "sparkfleet_serve_run")
 RUN: dict[str, Any] = {
