@@ -5,7 +5,8 @@ inventory; prints one JSON line per check and exits 1 on the first broken expect
 
 Faults (issue 7): a replace with a broken image (the old service answers again), a controller interrupted
 between arming a guard and starting a container (the next run cleans up), a worker that exits during startup,
-a startup guard whose threshold MemAvailable crosses (the guard kills the container).
+a startup guard whose threshold MemAvailable crosses (the guard kills the container). Then supervised mode: a
+killed worker is restarted with its group in order, a second kill beyond the rate limit is not.
 """
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 ROOT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[2]))
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"].rsplit("/", 1)[0]
@@ -109,12 +111,12 @@ def interrupted_controller() -> None:
     seen = ""
     for line in proc.stdout:
         seen = line
-        if f"Start the container on {HOSTS[1]}" in line:
+        if "Start the containers, workers by ascending rank" in line:
             os.killpg(proc.pid, signal.SIGKILL)  # the controller dies between arming and starting
             break
     proc.wait()
-    check(f"the controller was interrupted right after arming {HOSTS[1]}'s guard",
-          f"Start the container on {HOSTS[1]}" in seen and guard_active(HOSTS[1]) == "active"
+    check(f"the controller was interrupted right after arming the guards, before {HOSTS[1]} started",
+          "Start the containers, workers by ascending rank" in seen and guard_active(HOSTS[1]) == "active"
           and not containers(HOSTS[1]), {"last line": seen.strip(), "guard": guard_active(HOSTS[1])})
     run = playbook("serve.yml")
     check("the next serve.yml cleans up and starts the group", run.returncode == 0, fatal_message(run))
@@ -155,9 +157,68 @@ def guard_trip() -> None:
     nothing_left("after the guard trip")
 
 
+SUPERVISOR = f"{NAME}-supervisor.service"
+SUPERVISED = ("-e", "spark_serve_supervised=true", "-e", "spark_transfer_ssh_allow_management=true",
+              "-e", "spark_serve_supervisor_max_restarts=1", "-e", "spark_serve_supervisor_interval=2")
+
+
+def started_at(host: str) -> str:
+    return node(host, "docker", "inspect", "--format", "{{.State.StartedAt}} {{.State.Running}}", NAME).stdout.strip()
+
+
+def head_answers() -> bool:
+    try:
+        with urllib.request.urlopen("http://10.0.47.71:8000/v1/models", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def journal(host: str) -> str:
+    return node(host, "journalctl", "-u", SUPERVISOR, "--no-pager", "-o", "cat").stdout
+
+
+def wait_for(what: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if what():
+            return True
+        time.sleep(1)
+    return what()
+
+
+def supervised() -> None:
+    run = playbook("serve.yml", *SUPERVISED)
+    check("serve.yml installs the supervisor on the healthy group", run.returncode == 0
+          and node(HOSTS[0], "systemctl", "is-active", SUPERVISOR).stdout.strip() == "active", fatal_message(run))
+    before = started_at(HOSTS[1])
+    node(HOSTS[1], "docker", "kill", NAME)  # a worker dies while serving
+    restarted = wait_for(lambda: started_at(HOSTS[1]) != before and started_at(HOSTS[1]).endswith("true")
+                         and "restart done" in journal(HOSTS[0]) and head_answers(), 240)
+    check("the supervisor restarts the whole group in order and the head answers again", restarted,
+          {"worker": started_at(HOSTS[1]), "journal": journal(HOSTS[0])[-1500:]})
+    order = [ln for ln in journal(HOSTS[0]).splitlines() if ln.startswith("restart: ")]
+    check("stop head, stop workers, start workers ascending, head last", [ln.split()[1].rstrip(":") for ln in order[:6]]
+          == [HOSTS[0], HOSTS[1], HOSTS[2], HOSTS[1], HOSTS[2], HOSTS[0]], order)
+    healthy_report()
+    node(HOSTS[1], "docker", "kill", NAME)  # a second death within the window: beyond the rate limit
+    gave_up = wait_for(lambda: "rate limit reached" in journal(HOSTS[0]), 60)
+    time.sleep(10)
+    check("a second dead rank beyond the rate limit is not restarted and the journal says why",
+          gave_up and started_at(HOSTS[1]).endswith("false")
+          and node(HOSTS[0], "systemctl", "is-active", SUPERVISOR).stdout.strip() != "active",
+          {"worker": started_at(HOSTS[1]), "journal": journal(HOSTS[0])[-800:]})
+    check("stop.yml stops the group", playbook("stop.yml").returncode == 0)
+    gone = node(HOSTS[0], "systemctl", "show", "--property=LoadState", "--value", SUPERVISOR).stdout.strip()
+    configs = {h: node(h, "ls", f"/etc/sparkfleet/{NAME}-supervisor.json").returncode for h in HOSTS}
+    check("stop.yml removes the supervisor and its configuration", gone == "not-found"
+          and all(rc != 0 for rc in configs.values()), {"unit": gone, "config ls rc": configs})
+    nothing_left("after the supervised test")
+
+
 def main() -> int:
     steps = {"replace": replace_broken, "interrupt": interrupted_controller, "dead-worker": dead_worker,
-             "guard-trip": guard_trip}
+             "guard-trip": guard_trip, "supervised": supervised}
     chosen = sys.argv[1:] or list(steps)
     try:
         for name in chosen:
