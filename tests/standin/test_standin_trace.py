@@ -27,7 +27,7 @@ def _trace(server) -> list[dict]:  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("tick", [0.0, 0.05])
 def test_trace_records_real_write_times_and_ticks_group_tokens(spawn, tick: float) -> None:  # type: ignore[no-untyped-def]
     server = spawn(env={"STANDIN_ITL_S": str(ITL), "STANDIN_TTFT_BASE_S": "0.02", "STANDIN_PREFILL_TPS": "1000000",
-                        "STANDIN_DECODE_TICK_S": str(tick)})
+                        "STANDIN_DECODE_TICK_S": str(tick), "STANDIN_TRACE_WRITES": "1" if tick else "0"})
     before = time.monotonic()
     result = stream(server, "/v1/completions", _body(60))
     assert result.done and result.usage["completion_tokens"] == 60
@@ -44,6 +44,8 @@ def test_trace_records_real_write_times_and_ticks_group_tokens(spawn, tick: floa
         # 59 later tokens in writes at most every 50 ms: far fewer writes, bursts of ~5 tokens
         assert rec["writes"] <= 2 + 59 * ITL / tick + 3
         assert sum(1 for a, b in zip(times, times[1:]) if b - a < 0.002) >= 40
+        log = rec["write_log"]
+        assert len(log) == rec["writes"] and log[-1] == [rec["last_sent"], 60] and log[0][1] == 1
     else:
-        assert rec["writes"] >= 50
+        assert rec["writes"] >= 50 and "write_log" not in rec
     assert (times[-1] - times[0]) == pytest.approx(59 * ITL, abs=0.015)

@@ -216,6 +216,18 @@ class Api:
                            "created": self.created, "model": prep.model})
         return b"data: " + head[:-1].encode() + b', "choices": ['
 
+    def token_event(self, prep: Prepared, prefix: bytes, index: int, kind: str, text: str) -> bytes:
+        """One token's SSE event; a plain middle token is formatted directly (the same bytes json.dumps of
+        token_choice gives), the rest through token_choice."""
+        last = index == prep.plan.total - 1
+        if index and not last and not prep.token_ids:
+            key = self.beh.reasoning_field if (prep.chat and kind == "reasoning") else "content"
+            body = (f'{{"index": 0, "delta": {{"{key}": {json.dumps(text)}}}, ' if prep.chat
+                    else f'{{"index": 0, "text": {json.dumps(text)}, ')
+            return prefix + body.encode() + b'"logprobs": null, "finish_reason": null, "stop_reason": null}]}\n\n'
+        choice = self.token_choice(prep, kind, text, prep.plan.finish_reason if last else None, index == 0)
+        return prefix + json.dumps(choice).encode() + b"]}\n\n"
+
     def token_choice(self, prep: Prepared, kind: str, text: str, finish: Optional[str], first: bool) -> Dict:
         if prep.chat:
             delta: Dict[str, Any] = {"role": "assistant"} if first else {}
@@ -258,9 +270,10 @@ class Api:
         trace: Dict[str, Any] = {"id": greq.request_id, "received": received, "first_due": None,
                                  "first_sent": None, "last_due": None, "last_sent": None, "tokens": 0,
                                  "writes": 0, "max_late_s": 0.0}
+        if self.beh.trace_writes:
+            trace["write_log"] = []  # [write start, tokens written so far] per write
         self.trace.append(trace)
         cached = reasoning = generated = 0
-        total = prep.plan.total
         prefix = self.chunk_prefix(prep, greq.request_id)
         async with aclosing(self.engine.generate(greq)) as tokens:
             async for stream, group, due in tokens:
@@ -271,9 +284,7 @@ class Api:
                     trace["first_due"] = due
                 if drop:  # exactly DROP_AFTER_TOKENS tokens go out, however the server grouped them
                     group = group[:DROP_AFTER_TOKENS - generated]
-                data = b"".join(prefix + json.dumps(self.token_choice(
-                    prep, kind, text, prep.plan.finish_reason if index == total - 1 else None, index == 0)).encode()
-                    + b"]}\n\n" for index, kind, text in group)
+                data = b"".join(self.token_event(prep, prefix, index, kind, text) for index, kind, text in group)
                 sent = loop.time()  # stamped as the write begins: a local client can read it within microseconds
                 if not await self.send(resp, data):
                     return resp
@@ -281,6 +292,8 @@ class Api:
                     trace["first_sent"] = sent
                 trace.update(last_due=due, last_sent=sent, tokens=trace["tokens"] + len(group),
                              writes=trace["writes"] + 1, max_late_s=max(trace["max_late_s"], sent - due))
+                if "write_log" in trace:
+                    trace["write_log"].append([sent, trace["tokens"]])
                 generated += len(group)
                 reasoning += sum(kind == "reasoning" for _, kind, _ in group)
                 if drop and generated >= DROP_AFTER_TOKENS:

@@ -179,6 +179,7 @@ class Behaviour:
     itl_s: float
     itl_per_stream_s: float
     decode_tick_s: float
+    trace_writes: bool
     spec_accept: Optional[float]
     reasoning_field: str
     reasoning_tokens: int
@@ -203,6 +204,7 @@ class Behaviour:
             itl_s=env_float(env, "STANDIN_ITL_S", 0.02),
             itl_per_stream_s=env_float(env, "STANDIN_ITL_PER_STREAM_S", 0.0),
             decode_tick_s=max(env_float(env, "STANDIN_DECODE_TICK_S", 0.0), 0.0),
+            trace_writes=env.get("STANDIN_TRACE_WRITES", "0").strip() in ("1", "true", "yes"),
             spec_accept=None if accept_raw.strip() == "" else env_float(env, "STANDIN_SPEC_ACCEPT", 0.0),
             reasoning_field=field,
             reasoning_tokens=env_int(env, "STANDIN_REASONING_TOKENS", 32),

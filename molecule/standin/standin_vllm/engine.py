@@ -155,7 +155,10 @@ class Engine:
         return sum(1 for s in self.running if s.decoding)
 
     def step_s(self) -> float:
-        """Time between two tokens of one stream given how many streams decode now."""
+        """Time between two tokens of one stream given how many streams decode now (counted only when the
+        coupling is on: counting costs a pass over every running stream, per token)."""
+        if not self.beh.itl_per_stream_s:
+            return self.beh.itl_s
         return self.beh.itl_s + self.beh.itl_per_stream_s * max(self.decoding - 1, 0)
 
     def _fits(self, stream: Stream) -> bool:
