@@ -2,10 +2,19 @@
 """Benchmark (not a test): our bench client against llama-benchy, both against the stand-in server with a
 known truth (TTFT = base + prompt/prefill rate, one token every ITL per stream). `make bench-client`.
 
-Prints, per stream count: median TTFT error (ms), tok/s error (%) and client CPU seconds for both tools,
-and the ratios; then 256 streams at 5 ms between tokens with our client alone. The last line printed is one
-JSON object with every figure. Both clients run as their own processes; CPU is their whole process
-(start-up included), taken from RUSAGE_CHILDREN around each run.
+TTFT error is measured against what the server really did: the stand-in's /standin/trace gives, per
+request, when its handler started and when it began writing the first token, on the CLOCK_MONOTONIC both
+processes read. Error = client TTFT - server TTFT (first write - handler start), the part a client adds;
+the error against the nominal truth (which also holds the server's own lateness on a loaded box) is printed
+beside it. Our requests are matched to the trace by response id; llama-benchy's by time window (only its
+full-length requests). Rates: our decode window is compared with the same window computed from the
+server's write times of the same requests, and with the nominal rate (streams / ITL).
+
+Prints, per stream count, both tools' errors and client CPU seconds and the ratios; then 256 streams at
+5 ms between tokens with our client alone (the stand-in groups decode writes per STANDIN_DECODE_TICK_S, 50 ms, so
+one Python process can emit 51,200 tokens/s; first token alone, last on its due time). The last line
+printed is one JSON object with every figure. Both clients run as their own processes; CPU is their whole
+process (start-up included), taken from RUSAGE_CHILDREN around each run.
 
 llama-benchy runs offline: a word-level tokenizer built locally with `tokenizers` (in its venv) is passed
 with --tokenizer, and its book cache (~/.cache/llama-benchy/<md5(url)>.txt, HOME pointed into the work
@@ -81,7 +90,7 @@ def prepare_benchy(work: Path, venv: Path) -> dict[str, str]:
 
 # ------------------------------------------------------------------ our client, in its own process
 
-async def _measure(url: str, streams: int, runs: int, coalesce: bool, tg: int) -> dict[str, Any]:
+async def _measure(url: str, streams: int, runs: int, tg: int) -> dict[str, Any]:
     import random
 
     from ansible.module_utils.spark_bench_client import BenchClient
@@ -89,10 +98,7 @@ async def _measure(url: str, streams: int, runs: int, coalesce: bool, tg: int) -
     from ansible.module_utils.spark_bench_suites import decode_window_tps
 
     rng = random.Random(0)
-    ttfts: list[float] = []
-    per_stream: list[float] = []
-    windows: list[float] = []
-    prompt_tokens: list[int] = []
+    measured: list[dict[str, Any]] = []
     completion: list[int] = []
     failed = 0
 
@@ -103,19 +109,16 @@ async def _measure(url: str, streams: int, runs: int, coalesce: bool, tg: int) -
 
     async with BenchClient(url, timeout_s=600, max_connections=streams + 4) as client:
         for run in range(runs + 1):  # run 0 is the discarded warm-up, as llama-benchy's
-            results = await asyncio.gather(*(client.stream("/v1/chat/completions", body(), coalesce=coalesce) for _ in range(streams)))
+            results = await asyncio.gather(*(client.stream("/v1/chat/completions", body()) for _ in range(streams)))
             failed += sum(not r.ok for r in results)
             completion += [r.completion_tokens for r in results]
             if run == 0 or any(not r.ok for r in results):
                 continue
-            ttfts += [r.ttft for r in results if r.ttft is not None]
-            per_stream += [r.decode_tps for r in results if r.decode_tps]
-            prompt_tokens += [r.prompt_tokens for r in results]
-            window = decode_window_tps(results)
-            if window:
-                windows.append(window)
-    return {"ttft_s": ttfts, "per_stream_tps": per_stream, "window_tps": windows, "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion, "failed": failed}
+            measured.append({"window_tps": decode_window_tps(results), "requests": [
+                {"id": r.request_id, "t_send": r.t_send, "t_first": r.t_first_token, "t_last": r.t_last_token,
+                 "tokens": r.completion_tokens, "prompt_tokens": r.prompt_tokens, "decode_tps": r.decode_tps}
+                for r in results]})
+    return {"runs": measured, "completion_tokens": completion, "failed": failed}
 
 
 def run_ours_child(args: argparse.Namespace) -> None:
@@ -126,7 +129,7 @@ def run_ours_child(args: argparse.Namespace) -> None:
 
     usage = resource.getrusage(resource.RUSAGE_SELF)
     start_cpu = usage.ru_utime + usage.ru_stime
-    data = asyncio.run(_measure(args.url, args.streams, args.runs, args.streams >= args.coalesce_from, args.tg))
+    data = asyncio.run(_measure(args.url, args.streams, args.runs, args.tg))
     usage = resource.getrusage(resource.RUSAGE_SELF)
     data["cpu_self_s"] = usage.ru_utime + usage.ru_stime
     data["start_cpu_s"] = start_cpu
@@ -159,69 +162,164 @@ def _benchy(url: str, streams: int, runs: int, work: Path, venv: Path, env: dict
     return run, cpu
 
 
-def _server_ttft(url: str) -> tuple[float, float]:
-    """(sum, count) of the server's own TTFT histogram (first token scheduled - request arrival)."""
+def _trace(url: str) -> dict[str, dict[str, Any]]:
+    """The stand-in's per-request record (handler start, first/last token due and write times) by id."""
     import urllib.request
 
-    from ansible.module_utils.spark_bench_metrics import parse_prometheus
-
-    with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:
-        snap = parse_prometheus(resp.read().decode())
-    return snap.get("vllm:time_to_first_token_seconds_sum", 0.0), snap.get("vllm:time_to_first_token_seconds_count", 0.0)
+    with urllib.request.urlopen(url + "/standin/trace", timeout=30) as resp:
+        return {r["id"]: r for r in json.loads(resp.read())["requests"]}
 
 
-def _server_mean_ms(before: tuple[float, float], after: tuple[float, float]) -> float | None:
-    count = after[1] - before[1]
-    return 1000 * (after[0] - before[0]) / count if count else None
+def _ideal(record: dict[str, Any]) -> Any:
+    """What a client with no delay at all would have recorded: every token stamped with the start of the
+    server write that carried it (the stand-in's write_log)."""
+    from ansible.module_utils.spark_bench_client import RequestResult
+
+    times: list[float] = []
+    done = 0
+    for sent, total in record["write_log"]:
+        times += [sent] * (total - done)
+        done = total
+    return RequestResult(t_first_token=times[0], t_last_token=times[-1], token_times=times,
+                         completion_tokens=record["tokens"])
+
+
+def _server_rate(records: list[dict[str, Any]]) -> float | None:
+    """The rate our metric gives on the ideal client's stamps: per-stream decode rate for one stream,
+    else the all-streams decode window (same function as the bench)."""
+    from ansible.module_utils.spark_bench_suites import decode_window_tps
+
+    ideal = [_ideal(r) for r in records]
+    return ideal[0].decode_tps if len(ideal) == 1 else decode_window_tps(ideal)
+
+
+def _median_ms(values: list[float]) -> float:
+    return 1000 * statistics.median(values)
 
 
 def _pct(measured: float, truth: float) -> float:
     return 100.0 * (measured - truth) / truth
 
 
+def _rate_errors(measured: float | None, server: float | None, nominal: float) -> dict[str, Any]:
+    return {"tps": measured, "server_tps": server,
+            "tps_err_pct": _pct(measured, server) if measured and server else None,
+            "tps_err_nominal_pct": _pct(measured, nominal) if measured else None,
+            "server_vs_nominal_pct": _pct(server, nominal) if server else None}
+
+
+def _ours_figures(ours: dict[str, Any], trace: dict[str, dict[str, Any]], streams: int, itl: float,
+                  cpu: float, ttft_base: float) -> dict[str, Any]:
+    reqs = [q for run in ours["runs"] for q in run["requests"]]
+    missing = [q["id"] for q in reqs if q["id"] not in trace]
+    if missing:
+        raise RuntimeError(f"{len(missing)} of our requests are not in the stand-in's trace (first {missing[0]!r})")
+    recs = [trace[q["id"]] for q in reqs]
+    nominal_ttft = ttft_base + statistics.mean(q["prompt_tokens"] for q in reqs) / PREFILL_TPS
+    if streams == 1:
+        measured = statistics.mean(q["decode_tps"] for q in reqs if q["decode_tps"])
+    else:
+        windows = [run["window_tps"] for run in ours["runs"] if run["window_tps"]]
+        measured = statistics.mean(windows) if windows else None
+    server_rates = [_server_rate([trace[q["id"]] for q in run["requests"]]) for run in ours["runs"]]
+    server = statistics.mean(w for w in server_rates if w) if any(server_rates) else None
+    # t_send is stamped as the request is written, so the client's whole addition to a TTFT is how long
+    # after the server began writing the first token the client stamped it.
+    return {"ttft_err_ms": _median_ms([q["t_first"] - r["first_sent"] for q, r in zip(reqs, recs)]),
+            "ttft_err_vs_server_ttft_ms": _median_ms([(q["t_first"] - q["t_send"]) - (r["first_sent"] - r["received"])
+                                                      for q, r in zip(reqs, recs)]),
+            "ttft_err_nominal_ms": _median_ms([q["t_first"] - q["t_send"] for q in reqs]) - 1000 * nominal_ttft,
+            "server_late_ms": _median_ms([r["first_sent"] - r["first_due"] for r in recs]),
+            "server_ttft_ms": _median_ms([r["first_sent"] - r["received"] for r in recs]),
+            **_rate_errors(measured, server, streams / itl), "cpu_s": cpu,
+            "tokens": sum(ours["completion_tokens"]), "failed": ours["failed"],
+            "nominal_ttft_ms": 1000 * nominal_ttft, "start_cpu_s": ours["start_cpu_s"]}
+
+
+def _benchy_figures(benchy: dict[str, Any], recs: list[dict[str, Any]], streams: int, itl: float,
+                    cpu: float, nominal_ttft: float) -> dict[str, Any]:
+    recs = sorted(recs, key=lambda r: r["received"])
+    if streams == 1:
+        server = statistics.mean((r["tokens"] - 1) / (r["last_sent"] - r["first_sent"]) for r in recs)
+    else:  # its runs follow each other: consecutive groups of `streams`; its batch rate over each group
+        groups = [recs[i:i + streams] for i in range(0, len(recs) - streams + 1, streams)]
+        server = statistics.mean(sum(r["tokens"] - 1 for r in g) / (max(r["last_sent"] for r in g)
+                                                                    - min(r["first_sent"] for r in g)) for g in groups)
+    b_ttft = statistics.median(benchy["e2e_ttft"]["values"]) / 1000.0
+    # Its requests cannot be matched one by one (no response id in its output): medians of both sides.
+    return {"ttft_err_ms": None,
+            "ttft_err_vs_server_ttft_ms": 1000 * b_ttft - _median_ms([r["first_sent"] - r["received"] for r in recs]),
+            "ttft_err_nominal_ms": 1000 * (b_ttft - nominal_ttft),
+            "server_late_ms": _median_ms([r["first_sent"] - r["first_due"] for r in recs]),
+            "server_ttft_ms": _median_ms([r["first_sent"] - r["received"] for r in recs]),
+            **_rate_errors(benchy["tg_throughput"]["mean"], server, streams / itl), "cpu_s": cpu,
+            "tokens": sum(r["tokens"] for r in recs)}
+
+
 def compare_one(streams: int, runs: int, itl: float, work: Path, venv: Path | None,
-                env: dict[str, str] | None, tg: int = TG) -> dict[str, Any]:
+                env: dict[str, str] | None, tg: int = TG, tick: float = 0.0, ttft_base: float = TTFT_BASE) -> dict[str, Any]:
     from conftest import Standin
 
-    server = Standin({"STANDIN_ITL_S": str(itl), "STANDIN_TTFT_BASE_S": str(TTFT_BASE),
-                      "STANDIN_PREFILL_TPS": str(PREFILL_TPS)}, ("--max-num-seqs", "512"))
+    server = Standin({"STANDIN_ITL_S": str(itl), "STANDIN_TTFT_BASE_S": str(ttft_base),
+                      "STANDIN_PREFILL_TPS": str(PREFILL_TPS), "STANDIN_DECODE_TICK_S": str(tick),
+                      "STANDIN_TRACE_WRITES": "1"},
+                     ("--max-num-seqs", "512"))
     try:
-        s0 = _server_ttft(server.url)
+        row: dict[str, Any] = {"streams": streams, "itl_ms": 1000 * itl, "tg": tg, "decode_tick_ms": 1000 * tick,
+                               "load_average": os.getloadavg()[0]}
         ours, ours_cpu = _run_ours(server.url, streams, runs, work, tg)
-        s1 = _server_ttft(server.url)
-        row: dict[str, Any] = {"streams": streams, "itl_ms": 1000 * itl, "tg": tg}
-        truth_ttft = TTFT_BASE + statistics.mean(ours["prompt_tokens"]) / PREFILL_TPS
-        truth_tps = streams / itl
-        rates = ours["window_tps"] if streams > 1 else ours["per_stream_tps"]
-        # No all-streams window means the server's first tokens spread past its earliest last token:
-        # the server did not keep its schedule, so there is no truth to measure against.
-        ours_tps = statistics.mean(rates) if rates else None
-        row["ours"] = {"ttft_err_ms": 1000 * (statistics.median(ours["ttft_s"]) - truth_ttft),
-                       "tps_err_pct": _pct(ours_tps, truth_tps) if ours_tps else None, "tps": ours_tps,
-                       "cpu_s": ours_cpu, "tokens": sum(ours["completion_tokens"]),
-                       "failed": ours["failed"], "start_cpu_s": ours["start_cpu_s"],
-                       "server_ttft_mean_ms": _server_mean_ms(s0, s1)}
+        row["ours"] = _ours_figures(ours, _trace(server.url), streams, itl, ours_cpu, ttft_base)
+        nominal_ttft = row["ours"]["nominal_ttft_ms"] / 1000
         if venv is not None and env is not None:
+            t0 = time.monotonic()
             benchy, benchy_cpu = _benchy(server.url, streams, runs, work, venv, env)
-            s2 = _server_ttft(server.url)
-            b_ttft = statistics.median(benchy["e2e_ttft"]["values"]) / 1000.0
-            b_tps = benchy["tg_throughput"]["mean"]
-            row["llama_benchy"] = {"ttft_err_ms": 1000 * (b_ttft - truth_ttft), "tps_err_pct": _pct(b_tps, truth_tps),
-                                   "tps": b_tps, "cpu_s": benchy_cpu, "server_ttft_mean_ms": _server_mean_ms(s1, s2)}
+            t1 = time.monotonic()
+            recs = [r for r in _trace(server.url).values() if t0 <= r["received"] <= t1 and r["tokens"] == TG]
+            row["llama_benchy"] = _benchy_figures(benchy, recs, streams, itl, benchy_cpu, nominal_ttft)
             row["cpu_ratio_ours_over_benchy"] = ours_cpu / benchy_cpu if benchy_cpu else None
-        row["truth"] = {"ttft_ms": 1000 * truth_ttft, "tps": truth_tps}
+        row["truth"] = {"ttft_ms": 1000 * nominal_ttft, "tps": streams / itl}
         return row
     finally:
         server.stop()
 
 
+def _fmt(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
 def _line(name: str, fig: dict[str, Any]) -> str:
-    server = fig.get("server_ttft_mean_ms")
-    rate = ("no all-streams decode window (server behind its schedule)" if fig["tps"] is None else
-            f"tok/s {fig['tps']:9.1f} (err {fig['tps_err_pct']:+6.2f} %)")
     per_token = f", {1e6 * fig['cpu_s'] / fig['tokens']:.0f} us/token" if fig.get("tokens") else ""
-    return (f"  {name:<13} TTFT err {fig['ttft_err_ms']:+8.2f} ms (server's own mean TTFT "
-            f"{'n/a' if server is None else f'{server:.2f}'} ms)   {rate}   client CPU {fig['cpu_s']:6.2f} s{per_token}")
+    own = ("" if fig["ttft_err_ms"] is None else
+           f"TTFT err {fig['ttft_err_ms']:+.2f} ms vs the server's first write; ")
+    return (f"  {name:<13} {own}TTFT - server TTFT ({fig['server_ttft_ms']:.2f} ms, handler start to first write) "
+            f"{fig['ttft_err_vs_server_ttft_ms']:+.2f} ms; vs nominal {fig['ttft_err_nominal_ms']:+.2f} ms "
+            f"(server {fig['server_late_ms']:.2f} ms behind schedule)\n"
+            f"  {'':<13} tok/s {_fmt(fig['tps'], '.1f')} err {_fmt(fig['tps_err_pct'], '+.3f')} % vs the server's "
+            f"writes ({_fmt(fig['server_tps'], '.1f')}), {_fmt(fig['tps_err_nominal_pct'], '+.3f')} % vs nominal "
+            f"(server {_fmt(fig['server_vs_nominal_pct'], '+.3f')} %)   client CPU {fig['cpu_s']:.2f} s{per_token}")
+
+
+def _abs_values(rows: list[dict[str, Any]], tool: str, key: str) -> list[float]:
+    return [abs(r[tool][key]) for r in rows if r[tool].get(key) is not None]
+
+
+def _summary(result: dict[str, Any]) -> dict[str, Any]:
+    rows = result["rows"]
+    out: dict[str, Any] = {}
+    for tool, label in (("ours", "ours"), ("llama_benchy", "benchy")):
+        own = _abs_values(rows, tool, "ttft_err_ms")
+        out[f"{label}_median_ttft_err_ms"] = statistics.median(own) if own else None
+        out[f"{label}_median_ttft_err_vs_server_ttft_ms"] = statistics.median(
+            _abs_values(rows, tool, "ttft_err_vs_server_ttft_ms"))
+        out[f"{label}_median_ttft_err_nominal_ms"] = statistics.median(_abs_values(rows, tool, "ttft_err_nominal_ms"))
+        out[f"{label}_max_tps_err_pct"] = max(_abs_values(rows, tool, "tps_err_pct"), default=None)
+        out[f"{label}_max_tps_err_nominal_pct"] = max(_abs_values(rows, tool, "tps_err_nominal_pct"), default=None)
+    out["cpu_ratio_ours_over_benchy"] = {r["streams"]: r["cpu_ratio_ours_over_benchy"] for r in rows}
+    stress = result.get("stress", {}).get("ours", {})
+    out["stress_tps_err_pct"] = stress.get("tps_err_pct")
+    out["stress_tps_err_nominal_pct"] = stress.get("tps_err_nominal_pct")
+    out["stress_server_vs_nominal_pct"] = stress.get("server_vs_nominal_pct")
+    return out
 
 
 def main_compare(args: argparse.Namespace) -> None:
@@ -238,27 +336,22 @@ def main_compare(args: argparse.Namespace) -> None:
         row = compare_one(streams, args.runs, args.itl, work, venv, env)
         result["rows"].append(row)
         print(f"streams {streams} (truth TTFT {row['truth']['ttft_ms']:.2f} ms, {row['truth']['tps']:.0f} tok/s; "
-              f"{time.perf_counter() - t0:.0f} s)")
+              f"load {row['load_average']:.2f}; {time.perf_counter() - t0:.0f} s)")
         print(_line("ours", row["ours"]))
         print(_line("llama-benchy", row["llama_benchy"]))
-        print(f"  ratios        CPU ours/llama-benchy {row['cpu_ratio_ours_over_benchy']:.3f}   |TTFT err| "
-              f"{abs(row['ours']['ttft_err_ms']):.2f} vs {abs(row['llama_benchy']['ttft_err_ms']):.2f} ms", flush=True)
+        print(f"  ratios        CPU ours/llama-benchy {row['cpu_ratio_ours_over_benchy']:.3f}   |TTFT - server TTFT| "
+              f"{abs(row['ours']['ttft_err_vs_server_ttft_ms']):.2f} vs "
+              f"{abs(row['llama_benchy']['ttft_err_vs_server_ttft_ms']):.2f} ms", flush=True)
     if args.stress_streams:
-        row = compare_one(args.stress_streams, args.runs, args.stress_itl, work, None, None, args.stress_tokens)
+        row = compare_one(args.stress_streams, args.runs, args.stress_itl, work, None, None, args.stress_tokens,
+                          args.stress_tick, args.stress_ttft_base)
         result["stress"] = row
         print(f"stress: ours, {args.stress_streams} streams x {args.stress_tokens} tokens at {1000 * args.stress_itl:g} ms "
-              f"(truth {row['truth']['tps']:.0f} tok/s)")
+              f"(truth {row['truth']['tps']:.0f} tok/s; stand-in writes grouped every {1000 * args.stress_tick:g} ms; "
+              f"load {row['load_average']:.2f})")
         print(_line("ours", row["ours"]))
-    rows = result["rows"]
     result["load_average_at_end"] = os.getloadavg()
-    result["summary"] = {
-        "ours_median_ttft_err_ms": statistics.median(abs(r["ours"]["ttft_err_ms"]) for r in rows),
-        "ours_max_tps_err_pct": max(abs(r["ours"]["tps_err_pct"]) for r in rows),
-        "benchy_median_ttft_err_ms": statistics.median(abs(r["llama_benchy"]["ttft_err_ms"]) for r in rows),
-        "benchy_max_tps_err_pct": max(abs(r["llama_benchy"]["tps_err_pct"]) for r in rows),
-        "cpu_ratio_ours_over_benchy": {r["streams"]: r["cpu_ratio_ours_over_benchy"] for r in rows},
-        "stress_tps_err_pct": result.get("stress", {}).get("ours", {}).get("tps_err_pct"),
-    }
+    result["summary"] = _summary(result)
     print(json.dumps(result, separators=(",", ":")))
 
 
@@ -275,13 +368,16 @@ def main() -> None:
     cmp_.add_argument("--stress-itl", type=float, default=0.005)
     cmp_.add_argument("--stress-tokens", type=int, default=1024,
                       help="output tokens per stream in the stress run (256 prefills must end inside the decode)")
+    cmp_.add_argument("--stress-ttft-base", type=float, default=1.0,
+                      help="STANDIN_TTFT_BASE_S of the stress run: every request is read before the first token is due")
+    cmp_.add_argument("--stress-tick", type=float, default=0.05,
+                      help="STANDIN_DECODE_TICK_S of the stress run: the stand-in writes each stream at most this often")
     ours = sub.add_parser("ours")
     ours.add_argument("--url", required=True)
     ours.add_argument("--streams", type=int, required=True)
     ours.add_argument("--runs", type=int, required=True)
     ours.add_argument("--out", required=True)
     ours.add_argument("--tg", type=int, default=TG)
-    ours.add_argument("--coalesce-from", type=int, default=32, help="streams from which the decode phase is drained")
     args = parser.parse_args()
     if args.cmd == "ours":
         run_ours_child(args)
