@@ -24,8 +24,6 @@ from typing import Any, Callable, Optional
 from urllib.parse import urlsplit
 
 ERROR_CLASSES = ("http", "transport", "timeout", "stream_error", "incomplete")
-DECODE_NAP_S = 0.005  # see BenchClient._pace
-NAP_FROM_STREAMS = 16  # fewer streams: tokens arrive further apart than a nap, napping would add wake-ups
 MAX_HEAD_BYTES = 64 * 1024
 _REASONING_KEYS = ("reasoning", "reasoning_content")
 # Fast path for the bulk of a stream: a plain token event is classified by these byte patterns instead of
@@ -91,15 +89,13 @@ class StreamError(Exception):
 class _Stream:
     """Applies parsed SSE events to a RequestResult."""
 
-    __slots__ = ("res", "keep_content", "parts", "done", "on_first")
+    __slots__ = ("res", "keep_content", "parts", "done")
 
-    def __init__(self, res: RequestResult, keep_content: bool,
-                 on_first: Optional[Callable[[], None]] = None) -> None:
+    def __init__(self, res: RequestResult, keep_content: bool) -> None:
         self.res = res
         self.keep_content = keep_content
         self.parts: list[str] = []
         self.done = False
-        self.on_first = on_first  # called once, when the first token is stamped
 
     def feed(self, payload: bytes, stamp: float) -> None:
         if payload == b"[DONE]":
@@ -144,9 +140,6 @@ class _Stream:
         if answer or reasoning or (delta is not None and delta.get("tool_calls")) or choice.get("token_ids"):
             if res.t_first_token is None:
                 res.t_first_token = stamp
-                if self.on_first is not None:
-                    self.on_first()
-                    self.on_first = None
             res.t_last_token = stamp
             res.token_times.append(stamp)
         if answer:
@@ -374,7 +367,7 @@ class BenchClient:
     """HTTP/1.1 keep-alive pool to one OpenAI-compatible server for a whole benchmark run."""
 
     def __init__(self, base_url: str, timeout_s: float = 1800.0, api_key: Optional[str] = None,
-                 max_connections: int = 0, decode_nap_s: float = DECODE_NAP_S) -> None:
+                 max_connections: int = 0) -> None:
         parts = urlsplit(base_url.rstrip("/"))
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"bench URL must be http(s)://host[:port][/path], got {base_url!r}")
@@ -392,17 +385,11 @@ class BenchClient:
         self._slots = asyncio.Semaphore(max_connections) if max_connections > 0 else None
         self._idle: list[_Conn] = []
         self._open: set[_Conn] = set()
-        self.decode_nap_s = decode_nap_s
-        self._awaiting_first = 0  # streams sent whose first token has not come
-        self._decoding = 0  # streams past their first token, not finished
-        self._pacer: Optional["asyncio.Task[None]"] = None
 
     async def __aenter__(self) -> "BenchClient":
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._pacer is not None:
-            self._pacer.cancel()
         for conn in list(self._open):
             conn.close()
         self._open.clear()
@@ -427,9 +414,8 @@ class BenchClient:
                      timeout_s: Optional[float] = None) -> RequestResult:
         """POST a streaming request and time it; every failure is classified, never raised."""
         res = RequestResult()
-        state = _Stream(res, keep_content, self._first_token)
+        state = _Stream(res, keep_content)
         limit = timeout_s or self.timeout_s
-        self._awaiting_first += 1
         try:
             resp = await asyncio.wait_for(self._exchange("POST", path, json.dumps(body).encode(), state), limit)
             res.status = resp.status
@@ -442,37 +428,10 @@ class BenchClient:
         except (OSError, ValueError) as exc:  # ConnectionError is an OSError; ValueError: bad framing/JSON
             _fail(res, "transport", f"{type(exc).__name__}: {exc}")
         res.t_end = time.perf_counter()
-        if state.on_first is not None:  # ended without a first token
-            state.on_first = None
-            self._awaiting_first -= 1
-        else:
-            self._decoding -= 1
         res.content = "".join(state.parts)
         if res.ok and not (state.done and res.usage_seen):
             _fail(res, "incomplete", "stream ended without usage and [DONE]")
         return res
-
-    # -- pacing of the decode phase
-    def _first_token(self) -> None:
-        self._awaiting_first -= 1
-        self._decoding += 1
-        if (self.decode_nap_s > 0 and self._decoding >= NAP_FROM_STREAMS
-                and (self._pacer is None or self._pacer.done())):
-            self._pacer = asyncio.ensure_future(self._pace())
-
-    async def _pace(self) -> None:
-        """While at least NAP_FROM_STREAMS streams decode and none waits for its first token, hold the loop
-        for decode_nap_s between iterations, so that the tokens of all streams that arrived meanwhile are
-        read after one process wake-up instead of one wake-up per token (64 streams x 20 ms: 3.3 -> 2.5
-        CPU-seconds; what stays is one recv per token and stream). A decode token is then stamped up to
-        decode_nap_s late: a rate over 256 tokens x 20 ms moves by ~0.05 %; no TTFT moves, because no nap
-        happens while any stream waits for its first token. The report's loop lag shows the naps."""
-        while self._decoding >= NAP_FROM_STREAMS:
-            if self._awaiting_first:  # a first token may come: the loop stays free to stamp it at once
-                await asyncio.sleep(self.decode_nap_s)
-                continue
-            time.sleep(self.decode_nap_s)  # deliberate: the loop must not poll meanwhile
-            await asyncio.sleep(0)
 
     # -- one exchange on a pooled connection
     async def _exchange(self, method: str, path: str, payload: Optional[bytes],
