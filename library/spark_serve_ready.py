@@ -53,6 +53,12 @@ options:
     description: Wall-clock time (seconds since the epoch) at which the wait as a whole gives up.
     type: float
     required: true
+  wait_for_container:
+    description:
+      - Seconds a container that does not exist yet (or was only created) is not counted as dead, until it has run
+        once. Lets the watch start before the container, so it already polls when the head's API comes up.
+    type: float
+    default: 0
   name:
     description: How messages name this rank (the inventory host); defaults to the node's hostname.
     type: str
@@ -119,8 +125,8 @@ from typing import Any, Dict, Optional, Tuple
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.spark_memguard import next_sleep
 from ansible.module_utils.spark_serve_ready import (
-    DEAD, ContainerState, GuardState, guard_state, log_excerpt, models_ready, parse_container_state,
-    parse_guard_status, rank_problems, verdict)
+    DEAD, ContainerState, GuardState, guard_state, log_excerpt, models_ready, not_started_yet,
+    parse_container_state, parse_guard_status, rank_problems, verdict)
 
 
 def _poll_api(url: str, timeout: float) -> Tuple[int, str]:
@@ -168,18 +174,24 @@ class Rank:
 
 def watch(module: AnsibleModule, rank: Rank) -> Dict[str, Any]:
     p = module.params
-    slice_end = time.time() + p["slice"]
+    started = time.time()
+    slice_end = started + p["slice"]
     polls = 0
+    seen_running = False
     while True:
         began = time.monotonic()
         status, body = _poll_api(p["url"], p["request_timeout"])
         now = time.time()
         ready = models_ready(status, body, p["model"])
-        container = rank.container_state()
+        # The guard before the container: a guard that ended saw its container stop, so the inspect after it
+        # sees the stopped container too (the other order could read "not created yet" and then "guard ended").
         guard = rank.guard()
+        container = rank.container_state()
         polls += 1
-        outcome = verdict(p["name"] or os.uname()[1], ready,
-                          rank_problems(container, rank.unit, guard), time.time(), p["deadline"], slice_end)
+        waiting = not_started_yet(container, seen_running, now - started, p["wait_for_container"])
+        problems = rank_problems(None if waiting else container, rank.unit, guard)
+        seen_running = seen_running or container.running
+        outcome = verdict(p["name"] or os.uname()[1], ready, problems, time.time(), p["deadline"], slice_end)
         if outcome is not None:
             return {
                 "state": outcome.state, "message": outcome.message, "polls": polls,
@@ -203,6 +215,7 @@ def main() -> None:
             "slice": {"type": "float", "default": 3.0},
             "deadline": {"type": "float", "required": True},
             "log_lines": {"type": "int", "default": 20},
+            "wait_for_container": {"type": "float", "default": 0},
             "name": {"type": "str"},
         },
         supports_check_mode=True,

@@ -130,14 +130,23 @@ def models_ready(status: int, body: str, model: str) -> bool:
     return any(isinstance(m, dict) and m.get("id") == model for m in data)
 
 
-def rank_problems(container: ContainerState, unit: str, guard: Optional[GuardState]) -> List[str]:
-    """Every reason this rank is dead (the guard is only checked when the watch was asked to)."""
-    problems = [p for p in (container_problem(container),) if p]
+def rank_problems(container: Optional[ContainerState], unit: str, guard: Optional[GuardState]) -> List[str]:
+    """Every reason this rank is dead (the container is not judged while it may still start, None; the guard only
+    when the watch was asked to check it)."""
+    problems = [p for p in (container_problem(container),) if p] if container is not None else []
     if guard is not None:
         problem = guard_problem(unit, guard)
         if problem:
             problems.append(problem)
     return problems
+
+
+def not_started_yet(container: ContainerState, seen_running: bool, waited: float, wait_for_container: float) -> bool:
+    """A watch started before its container (the launch starts every watch first, so none misses the API coming
+    up) forgives a container that does not exist yet or was only created, until it has run once or the wait for
+    it is over."""
+    return (not seen_running and waited < wait_for_container
+            and (not container.exists or container.status == "created"))
 
 
 def verdict(host: str, ready: bool, problems: List[str], now: float, deadline: float,

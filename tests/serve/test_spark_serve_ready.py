@@ -166,3 +166,24 @@ def test_module_times_out_at_the_deadline(run_module: Any, node: Path) -> None:
 def test_module_rejects_non_positive_interval(run_module: Any, node: Path) -> None:
     failed, result = run_module("spark_serve_ready", _args("http://127.0.0.1:9/", node, interval=0))
     assert failed and "interval must be positive" in result["msg"]
+
+
+def test_not_started_yet_forgives_only_a_container_that_never_ran() -> None:
+    absent = ready.parse_container_state(1, "")
+    created = ready.parse_container_state(0, json.dumps({"Status": "created", "Running": False, "ExitCode": 0}))
+    exited = ready.parse_container_state(0, json.dumps({"Status": "exited", "Running": False, "ExitCode": 3}))
+    assert ready.not_started_yet(absent, False, 1.0, 60) and ready.not_started_yet(created, False, 1.0, 60)
+    assert not ready.not_started_yet(absent, True, 1.0, 60)  # it ran and vanished: dead
+    assert not ready.not_started_yet(absent, False, 61.0, 60)  # waited long enough
+    assert not ready.not_started_yet(exited, False, 1.0, 60)  # a start that failed is dead at once
+    assert ready.rank_problems(None, "u", ready.guard_state("active", {"status": "waiting"})) == []
+
+
+def test_module_started_before_its_container_waits_for_it(run_module: Any, api: tuple[str, Any], node: Path) -> None:
+    url, _ = api
+    (node / "state").write_text("")  # docker inspect prints nothing: the container does not exist yet
+    failed, result = run_module("spark_serve_ready", _args(url, node, wait_for_container=30))
+    # the API comes up 0.6 s after the fixture started; the missing container is not a dead rank meanwhile
+    assert not failed and result["state"] == "ready"
+    failed, result = run_module("spark_serve_ready", _args(url, node))
+    assert not failed and result["state"] == "dead" and "container does not exist" in result["message"]
