@@ -29,6 +29,7 @@ EPHEMERAL = Path(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/tmp/serve-lab"
 REPORT = EPHEMERAL / "serve-status.json"
 FAILED_DIR = EPHEMERAL / "failed-starts"
 BROKEN_IMAGE = os.environ.get("SPARK_SERVE_LAB_BROKEN_IMAGE", "sparkfleet-serve-lab/standin:broken")
+HEAD_URL = os.environ.get("SPARK_SERVE_LAB_HEAD_URL", "http://10.0.47.71:8000")
 
 
 # Plain, uncoloured, one-line-per-result output whatever the caller (molecule sets its own colour and format).
@@ -168,7 +169,7 @@ def started_at(host: str) -> str:
 
 def head_answers() -> bool:
     try:
-        with urllib.request.urlopen("http://10.0.47.71:8000/v1/models", timeout=2) as response:
+        with urllib.request.urlopen(f"{HEAD_URL}/v1/models", timeout=2) as response:
             return response.status == 200
     except OSError:
         return False
