@@ -3,8 +3,8 @@
 #                                       restore and serving-guard tests (molecule/fabric/), then lab-down. Serialised with every
 #                                       other lab session by flock /tmp/sparkfleet-lab.lock; waits (never tears
 #                                       down) while a lab someone else started is up (FABRIC_LAB_WAIT s).
-# Unit tests (tests/unit/test_fabric_*.py) run in `make unit`. The topology scenarios run the same steps
-# once molecule/tp3|tp4 import molecule/fabric/*.yml.
+# Unit tests (tests/unit/test_fabric_*.py) run in `make unit`. In `make test` the site scenarios run the same
+# steps: site-tp3/site-tp4 verify imports molecule/fabric/*.yml (molecule/site/README.md).
 
 FABRIC_LAB_LOCK := /tmp/sparkfleet-lab.lock
 # Seconds to wait (polling every 30 s) for a lab someone else started to go away.

@@ -1,21 +1,17 @@
 # The lab: systemd containers standing in for DGX Sparks, cabled by Docker networks (molecule/lab/README.md).
 #   make lab-up TOPOLOGY=tp4      nodes + networks from inventories/tp4-ring's plan; prints the lab inventory
 #   make lab-down                 removes every container, network and volume labelled sparkfleet.lab
-#   make test-lab                 molecule test for the tp3 and tp4 scenarios
 
 LAB_DIR := $(ROOT)/molecule/lab
 LAB_BUILD := $(BUILD)/lab
 LAB_STATE := $(ROOT)/.lab
-LAB_SCENARIOS := tp3 tp4
-# Scenarios sharing one Docker engine must not overlap (container names are host names): test-lab runs
-# each under this lock, so concurrent `make test` runs on one machine take turns.
+# Scenarios sharing one Docker engine must not overlap (container names are host names): test-site (mk/site.mk)
+# runs each under this lock, so concurrent `make test` runs on one machine take turns.
 LAB_SCENARIO_LOCK ?= /run/lock/sparkfleet-lab-scenario.lock
 lab_inventory_of = $(ROOT)/inventories/$(or $(filter tp2-pair tp3-triangle tp4-ring,$(patsubst tp2,tp2-pair,$(patsubst tp3,tp3-triangle,$(patsubst tp4,tp4-ring,$(1))))),$(error TOPOLOGY=$(1): expected tp2, tp3 or tp4))
 LAB_ARGS = --topology $(TOPOLOGY) --inventory $(call lab_inventory_of,$(TOPOLOGY)) --state-dir $(LAB_STATE)/$(TOPOLOGY)
 
-TEST_TARGETS += test-lab
-
-.PHONY: engine lab-image lab-up lab-down lab-inventory lab-leftovers test-lab
+.PHONY: engine lab-image lab-up lab-down lab-inventory lab-leftovers
 
 engine: ## Ensure a Docker engine answers (installs docker.io, starts dockerd when needed)
 	$(LAB_DIR)/engine.sh
@@ -36,14 +32,4 @@ lab-down: setup engine ## Remove every container, network and volume the lab cre
 	$(PY) $(LAB_DIR)/lab.py down --state-root $(LAB_STATE)
 
 lab-leftovers: setup engine ## Fail when any container, network or volume labelled for the lab remains
-	$(PY) $(LAB_DIR)/lab.py leftovers
-
-test-lab: setup lab-image ## molecule test of the topology scenarios on the lab (tp3, tp4)
-	$(foreach s,$(LAB_SCENARIOS),$(PY) $(LAB_DIR)/lab.py inventory --topology $(s) \
-	  --inventory $(call lab_inventory_of,$(s)) --state-dir $(LAB_STATE)/$(s) >/dev/null && ) true
-	@for s in $(LAB_SCENARIOS); do \
-	  start=$$(date +%s); \
-	  (cd $(ROOT) && flock $(LAB_SCENARIO_LOCK) $(BIN)/molecule test -s $$s) || exit 1; \
-	  echo "test-lab: scenario $$s passed in $$(( $$(date +%s) - start ))s"; \
-	done
 	$(PY) $(LAB_DIR)/lab.py leftovers

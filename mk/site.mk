@@ -6,8 +6,7 @@
 SITE_SCENARIOS := site-tp3 site-tp4
 SITE_ARGS ?=
 
-# Joins TEST_TARGETS (replacing test-lab) once both scenarios have passed uninterrupted.
-# TEST_TARGETS += test-site
+TEST_TARGETS += test-site
 
 .PHONY: site-lab site-converge test-site
 
