@@ -28,7 +28,10 @@ help: ## List the targets
 setup: $(STAMP) ## Create .venv/ with the pinned toolchain (idempotent)
 
 $(STAMP): requirements-dev.txt
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV) 2>/dev/null || { \
+	  echo "setup: installing python3-venv (Debian's python3 ships without ensurepip)"; rm -rf $(VENV); \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv python3-pip >/dev/null \
+	  && $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements-dev.txt
 	@touch $@
