@@ -75,6 +75,19 @@ def spark_image_shared_depth(layers: Any, chains: Any) -> int:
     return _call(_IMAGE.shared_prefix, list(layers or []), [list(c or []) for c in (chains or [])])
 
 
+def spark_image_relay_waves(waves: Any, layers: Any, facts: Any, layer_aware: Any = True) -> list[list[dict[str, Any]]]:
+    """Waves annotated with depth, keep_relay and from_relay; facts maps host to spark_image_identity results."""
+    if not isinstance(waves, Sequence) or isinstance(waves, (str, bytes)):
+        raise AnsibleFilterError("spark_image_relay_waves: expected the waves of spark_fanout_waves (a list of lists)")
+    if not isinstance(facts, Mapping):
+        raise AnsibleFilterError("spark_image_relay_waves: facts must map each host to its spark_image_identity result")
+    for wave in waves:
+        if not isinstance(wave, Sequence) or not all(isinstance(t, Mapping) and "from" in t and "to" in t for t in wave):
+            raise AnsibleFilterError("spark_image_relay_waves: every wave must be a list of {from, to, ...} transfers")
+    chains = {host: [list(c or []) for c in ((f or {}).get("layer_chains") or [])] for host, f in facts.items()}
+    return _call(_IMAGE.relay_waves, [list(w) for w in waves], list(layers or []), chains, bool(layer_aware))
+
+
 def spark_fanout_waves(plan: Any, source: str, targets: Any, holders: Any = (),
                        management_fallback: bool = False) -> list[list[dict[str, Any]]]:
     """Waves of {from, to, address, addresses, network} over the cables of the fabric plan (spark_plan)."""
@@ -93,6 +106,7 @@ class FilterModule:
             "spark_image_tag": spark_image_tag,
             "spark_image_labels": spark_image_labels,
             "spark_image_plan": spark_image_plan,
+            "spark_image_relay_waves": spark_image_relay_waves,
             "spark_image_mismatches": spark_image_mismatches,
             "spark_image_mismatch_message": spark_image_mismatch_message,
             "spark_image_shared_depth": spark_image_shared_depth,

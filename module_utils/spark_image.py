@@ -227,6 +227,35 @@ def shared_prefix(image_layers: Sequence[str], node_chains: Iterable[Sequence[st
     return best
 
 
+def relay_waves(waves: Sequence[Sequence[Mapping[str, Any]]], image_layers: Sequence[str],
+                chains_by_host: Mapping[str, Sequence[Sequence[str]]],
+                layer_aware: bool = True) -> List[List[Dict[str, Any]]]:
+    """The waves with each transfer annotated: `depth` (leading layers the receiver holds, left out of its
+    archive), `keep_relay` (the receiver sends in a later wave, so it keeps a copy of what it receives) and
+    `from_relay` (the sender forwards the copy it received instead of saving the image again).
+
+    A kept copy lacks the layers its receiver already had, so it may only go on to a rank that holds at least
+    those: from_relay needs the receiver's depth to reach the copy's. A sender that forwards a copy with more
+    layers than its receiver needs costs bytes, never correctness (`docker load` skips stored chains).
+    """
+    later: List[set] = [set() for _ in waves]
+    for index in range(len(waves) - 2, -1, -1):
+        later[index] = later[index + 1] | {t["from"] for t in waves[index + 1]}
+    copies: Dict[str, int] = {}  # host -> depth of the relay copy it keeps
+    annotated: List[List[Dict[str, Any]]] = []
+    for index, wave in enumerate(waves):
+        out = []
+        for transfer in wave:
+            depth = shared_prefix(image_layers, chains_by_host.get(transfer["to"]) or []) if layer_aware else 0
+            relay = transfer["from"] in copies and depth >= copies[transfer["from"]]
+            out.append({**transfer, "depth": depth, "from_relay": relay, "keep_relay": transfer["to"] in later[index]})
+        for transfer in out:
+            if transfer["keep_relay"]:
+                copies[transfer["to"]] = copies[transfer["from"]] if transfer["from_relay"] else transfer["depth"]
+        annotated.append(out)
+    return annotated
+
+
 def save_members_to_skip(save_manifest: Sequence[Mapping[str, Any]], depth: int) -> List[str]:
     """Layer files of a `docker save` archive (manifest.json) that a node with `depth` shared layers needs not get.
 
