@@ -2,6 +2,7 @@
 # on all 4 nodes, on the head alone (--limit <head>,localhost) and on all nodes with pipelining and connection
 # reuse off; the last line printed is one JSON object (molecule/site/bench_converge.py says how it is measured).
 #   make bench-converge                          converges the tp4 lab, measures, removes the lab (every lab of the engine)
+#   make bench-converge BENCH_LAB=reuse          measures on the tp4 lab that is up and converged, leaves it up
 #                                                (duration not measured yet: one converge plus four no-change runs)
 #   make bench-converge BENCH_CONVERGE_ARGS='-e @extra.yml'   extra ansible-playbook arguments for every run
 # The runs leave out the quick bench (spark_site_bench=false; the lab turns it on): its minutes are the
@@ -9,14 +10,11 @@
 # Its unit tests (tests/site/) run with `make unit`. site-converge (mk/site.mk) starts and converges the lab.
 
 BENCH_CONVERGE_ARGS ?=
-# Make runs a recipe line that names $(MAKE) directly even under `make -n`; through this variable the line
-# is only printed, so a dry run never converges, measures or removes a lab.
-BENCH_CONVERGE_MAKE = $(MAKE) --no-print-directory
 
 .PHONY: bench-converge
 
-bench-converge: setup ## Figures: no-change site.yml on 4 lab nodes vs 1 node vs no pipelining/reuse (tp4 lab)
-	$(BENCH_CONVERGE_MAKE) site-converge TOPOLOGY=tp4 \
+bench-converge: setup lab-image ## Figures: no-change site.yml on 4 lab nodes vs 1 node vs no pipelining/reuse (tp4 lab)
+	$(call bench_lab_converge,tp4) \
 	  && $(PY) $(ROOT)/molecule/site/bench_converge.py --root $(ROOT) --inventory $(LAB_STATE)/tp4/inventory \
 	    --log-dir $(BUILD)/bench-converge -- -e spark_site_bench=false $(BENCH_CONVERGE_ARGS); \
-	  rc=$$?; $(BENCH_CONVERGE_MAKE) lab-down; exit $$rc
+	  rc=$$?; $(call bench_lab_down); exit $$rc

@@ -6,6 +6,8 @@
 #                             refuses (never tears down) a lab someone else started.
 #   make bench-distribution   tp4 lab: our distribution vs sequential `docker save | ssh docker load`, first
 #                             distribution of a >= 500 MB multi-layer image and a one-small-layer update.
+#                             BENCH_LAB=reuse measures on the tp4 lab that is up (site-converge or lab-up + overlay)
+#                             and leaves it up.
 # Unit tests (tests/image/) run in `make unit`.
 
 IMAGE_LAB_LOCK := /tmp/sparkfleet-lab.lock
@@ -28,7 +30,12 @@ image-lab-session:
 	echo "test-image: scenario image passed in $$(( $$(date +%s) - start ))s"
 
 bench-distribution: setup lab-image ## Time our image distribution against sequential save|load on the tp4 lab
+ifeq ($(BENCH_LAB),reuse)
+	test -f $(LAB_STATE)/tp4/inventory/hosts.yml && \
+	$(PY) $(ROOT)/molecule/image/bench_distribution.py --inventory $(LAB_STATE)/tp4/inventory
+else
 	flock $(LAB_SCENARIO_LOCK) flock $(IMAGE_LAB_LOCK) $(MAKE) --no-print-directory image-bench-session
+endif
 
 image-bench-session:
 	@$(call image_lab_refuse_foreign,bench-distribution)
