@@ -1,9 +1,10 @@
 # Converge benchmark (issue 9; figures, not a test): the wall time of a no-change site.yml run on the tp4 lab,
 # on all 4 nodes, on the head alone (--limit <head>,localhost) and on all nodes with pipelining and connection
 # reuse off; the last line printed is one JSON object (molecule/site/bench_converge.py says how it is measured).
-#   make bench-converge                          converges the tp4 lab, measures, removes the lab (every lab of the engine)
+#   make bench-converge                          converges the tp4 lab, measures, removes the lab (every lab of the engine);
+#                                                one converge plus four no-change runs, about 25 min on the 2-core
+#                                                build machine (figures in docs/decisions.md)
 #   make bench-converge BENCH_LAB=reuse          measures on the tp4 lab that is up and converged, leaves it up
-#                                                (duration not measured yet: one converge plus four no-change runs)
 #   make bench-converge BENCH_CONVERGE_ARGS='-e @extra.yml'   extra ansible-playbook arguments for every run
 # The runs leave out the quick bench (spark_site_bench=false; the lab turns it on): its minutes are the
 # stand-in serving requests, not Ansible converging nodes, and would hide the ratios.
