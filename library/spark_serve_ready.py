@@ -125,8 +125,8 @@ from typing import Any, Dict, Optional, Tuple
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.spark_memguard import next_sleep
 from ansible.module_utils.spark_serve_ready import (
-    DEAD, ContainerState, GuardState, guard_state, log_excerpt, models_ready, not_started_yet,
-    parse_container_state, parse_guard_status, rank_problems, verdict)
+    DEAD, GUARD_SETTLE_S, ContainerState, GuardState, guard_may_lag, guard_problem, guard_state, log_excerpt,
+    models_ready, not_started_yet, parse_container_state, parse_guard_status, rank_problems, verdict)
 
 
 def _poll_api(url: str, timeout: float) -> Tuple[int, str]:
@@ -172,6 +172,17 @@ class Rank:
         return log_excerpt(out + err, lines)
 
 
+def settled_guard(rank: Rank, guard: Optional[GuardState]) -> Optional[GuardState]:
+    """Re-read the guard until it shows the trip it may just have made, for at most GUARD_SETTLE_S."""
+    until = time.monotonic() + GUARD_SETTLE_S
+    while time.monotonic() < until:
+        time.sleep(0.1)
+        guard = rank.guard()
+        if guard is None or guard_problem(rank.unit, guard) is not None:
+            break
+    return guard
+
+
 def watch(module: AnsibleModule, rank: Rank) -> Dict[str, Any]:
     p = module.params
     started = time.time()
@@ -189,6 +200,8 @@ def watch(module: AnsibleModule, rank: Rank) -> Dict[str, Any]:
         container = rank.container_state()
         polls += 1
         waiting = not_started_yet(container, seen_running, now - started, p["wait_for_container"])
+        if not waiting and guard_may_lag(container, rank.unit, guard):
+            guard = settled_guard(rank, guard)
         problems = rank_problems(None if waiting else container, rank.unit, guard)
         seen_running = seen_running or container.running
         outcome = verdict(p["name"] or os.uname()[1], ready, problems, time.time(), p["deadline"], slice_end)

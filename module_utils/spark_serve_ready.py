@@ -141,6 +141,17 @@ def rank_problems(container: Optional[ContainerState], unit: str, guard: Optiona
     return problems
 
 
+# How long a watch waits for the guard to record a kill it just made (the guard kills, then writes its status).
+GUARD_SETTLE_S = 3.0
+
+
+def guard_may_lag(container: Optional[ContainerState], unit: str, guard: Optional[GuardState]) -> bool:
+    """A container killed with SIGKILL (exit 137) while its guard still looks alive: the guard may have killed it
+    and not yet recorded the trip, so the watch reads the guard again before it names the cause of death."""
+    return (guard is not None and container is not None and container.exists and not container.running
+            and container.exit_code == 137 and guard_problem(unit, guard) is None)
+
+
 def not_started_yet(container: ContainerState, seen_running: bool, waited: float, wait_for_container: float) -> bool:
     """A watch started before its container (the launch starts every watch first, so none misses the API coming
     up) forgives a container that does not exist yet or was only created, until it has run once or the wait for

@@ -187,3 +187,39 @@ def test_module_started_before_its_container_waits_for_it(run_module: Any, api: 
     assert not failed and result["state"] == "ready"
     failed, result = run_module("spark_serve_ready", _args(url, node))
     assert not failed and result["state"] == "dead" and "container does not exist" in result["message"]
+
+
+def test_guard_may_lag_only_for_a_killed_container_behind_a_live_guard() -> None:
+    killed = ready.ContainerState(exists=True, status="exited", exit_code=137)
+    live = ready.guard_state("active", {"status": "guarding"})
+    assert ready.guard_may_lag(killed, "u", live)
+    assert not ready.guard_may_lag(killed, "u", ready.guard_state("active", {"status": "tripped"}))
+    assert not ready.guard_may_lag(ready.ContainerState(exists=True, status="exited", exit_code=1), "u", live)
+    assert not ready.guard_may_lag(ready.ContainerState(exists=True, status="running", running=True), "u", live)
+    assert not ready.guard_may_lag(killed, "u", None)
+
+
+def test_module_names_the_guard_that_killed_the_container(run_module: Any, api: tuple[str, Any], node: Path) -> None:
+    url, _ = api
+    (node / "state").write_text(json.dumps({"Status": "exited", "Running": False, "ExitCode": 137}))
+
+    def record_trip() -> None:  # the guard writes its status a moment after its kill
+        time.sleep(0.4)
+        (node / "guards" / "c-memguard.json").write_text(json.dumps({"status": "tripped", "detail": "below 5 GiB"}))
+
+    writer = threading.Thread(target=record_trip)
+    writer.start()
+    failed, result = run_module("spark_serve_ready", _args(url, node))
+    writer.join()
+    assert not failed and result["state"] == "dead"
+    assert "exit code 137" in result["message"] and "tripped: below 5 GiB" in result["message"]
+
+
+def test_module_reports_a_killed_container_when_no_guard_records_it(run_module: Any, api: tuple[str, Any],
+                                                                    node: Path) -> None:
+    url, _ = api
+    (node / "state").write_text(json.dumps({"Status": "exited", "Running": False, "ExitCode": 137}))
+    started = time.monotonic()
+    failed, result = run_module("spark_serve_ready", _args(url, node))
+    assert not failed and result["state"] == "dead" and "memory guard" not in result["message"]
+    assert time.monotonic() - started >= ready.GUARD_SETTLE_S
