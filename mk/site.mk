@@ -17,6 +17,8 @@ TEST_TARGETS += test-site
 # its own and removes it (and every other lab of the engine) afterwards. The quick bench stays off in these
 # converges: its minutes are stand-in requests, not what is measured.
 BENCH_LAB ?= own
+# Make runs a recipe line that names $(MAKE) directly even under `make -n`; through this variable the line
+# is only printed, so a dry run never converges, measures or removes a lab.
 BENCH_LAB_MAKE = $(MAKE) --no-print-directory
 bench_lab_converge = $(if $(filter reuse,$(BENCH_LAB)),test -f $(LAB_STATE)/$(1)/inventory/hosts.yml,\
 	$(BENCH_LAB_MAKE) site-converge TOPOLOGY=$(1) SITE_ARGS='-e spark_site_bench=false')
