@@ -11,6 +11,8 @@ VENV := $(ROOT)/.venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.sparkfleet-setup
+# molecule test -s <scenario>, keeping the Ansible log in build/logs and printing the failed tasks last
+MOLECULE_TEST := $(ROOT)/molecule/test-scenario.sh
 PYTHON ?= python3
 TOPOLOGY ?= tp3
 INVENTORIES := $(sort $(wildcard inventories/*/hosts.yml))

@@ -9,7 +9,7 @@ TEST_TARGETS += test-host
 .PHONY: test-host host-converge host-destroy
 
 test-host: setup lab-image ## molecule test of the host roles (stand-in packages, real apt/GRUB/DKMS) on one node
-	cd $(ROOT) && $(HOST_MOLECULE_ENV) $(BIN)/molecule test -s host
+	cd $(ROOT) && $(HOST_MOLECULE_ENV) $(MOLECULE_TEST) host
 
 host-converge: setup lab-image ## Converge the host scenario and keep the node
 	cd $(ROOT) && $(HOST_MOLECULE_ENV) $(BIN)/molecule converge -s host

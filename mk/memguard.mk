@@ -9,4 +9,4 @@ TEST_TARGETS += test-memguard
 test-memguard: setup lab-image ## molecule: arm/switch/stale/proof-test/absent of spark_memory_guard on a lab node
 	cd $(ROOT) && SPARK_LAB_NODE_IMAGE=$$(cat $(BUILD)/lab/node-image.tag) \
 	  SPARK_LAB_BASE_IMAGE=$$(cat $(BUILD)/lab/base-image.tag) \
-	  $(BIN)/molecule test -s memguard
+	  $(MOLECULE_TEST) memguard
