@@ -26,13 +26,7 @@ options:
     type: int
   proc_root: {description: Root of procfs (tests point it at a fixture tree)., type: path, default: /proc}
   node: {description: Name used in messages; defaults to the host name., type: str}
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; behaves the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes.
+extends_documentation_fragment: [spark_read_only]
 """
 
 EXAMPLES = r"""

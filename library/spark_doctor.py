@@ -41,13 +41,7 @@ options:
   docker_bin:
     description: Docker CLI; found on C(PATH) when not given. Without one the container is reported as not inspected.
     type: path
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; behaves the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is nothing to diff.
+extends_documentation_fragment: [spark_read_only]
 """
 
 EXAMPLES = r"""

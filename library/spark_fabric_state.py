@@ -26,13 +26,7 @@ options:
     description: Fail when the live state differs from the plan; when false the result still carries C(ok=false).
     type: bool
     default: false
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; behaves the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is nothing to diff.
+extends_documentation_fragment: [spark_read_only]
 requirements:
   - iproute2 with JSON output (C(ip -j))
 """

@@ -34,13 +34,7 @@ options:
   node:
     description: Name used in messages (the inventory host name); defaults to the host name.
     type: str
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; behaves the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes.
+extends_documentation_fragment: [spark_read_only]
 """
 
 EXAMPLES = r"""

@@ -47,13 +47,8 @@ options:
   dkms_module:
     description: Only report C(dkms status) lines of this DKMS package, for example C(dgx-spark-memory-saver).
     type: str
+extends_documentation_fragment: [spark_read_only]
 attributes:
-  check_mode:
-    support: full
-    description: Read-only; behaves the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is nothing to diff.
   facts:
     support: full
     description: Sets C(ansible_facts.spark_host).

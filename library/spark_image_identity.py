@@ -45,13 +45,7 @@ options:
   docker_bin:
     description: Docker CLI to run; found on C(PATH) when not given.
     type: path
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; behaves the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes.
+extends_documentation_fragment: [spark_read_only]
 notes:
   - Reads only; RV(changed) is always false.
 """

@@ -25,13 +25,7 @@ options:
     description: Fail when any port differs from the plan; when false the result still carries C(ok=false).
     type: bool
     default: true
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; behaves the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is nothing to diff.
+extends_documentation_fragment: [spark_read_only]
 requirements:
   - lldpd running on this node and on its peers (C(lldpctl) on the PATH)
 notes:

@@ -50,13 +50,7 @@ options:
     description: Fail the task when any device is not ok; when false the result still carries C(ok=false).
     type: bool
     default: true
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; behaves the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is nothing to diff.
+extends_documentation_fragment: [spark_read_only]
 notes:
   - Reference rule and formats are in hardware-and-fabric section 6.
 """

@@ -12,9 +12,9 @@ description:
   - Host facts serve compares (kernel release, page size and flavour, memory-saver packing, running driver)
     with the probes of C(spark_host_facts) (module_utils/spark_host.py).
   - The serving image (C(docker image inspect)): present, ID and labels.
-  - What the run options need: Docker runtimes (C(docker info)), which of O(paths) exist, the locked-memory
-    limit and capability bounding set a container started from here would inherit (C(/proc/self/limits),
-    C(/proc/self/status), parsed by the role's filters).
+  - What the run options need, namely the Docker runtimes (C(docker info)), which of O(paths) exist, the
+    locked-memory limit and capability bounding set a container started from here would inherit
+    (C(/proc/self/limits), C(/proc/self/status), parsed by the role's filters).
   - Which O(binds) sources are missing (Docker would create empty directories).
   - The serving container's state and leftovers C(<container>-pre-*) of an interrupted replace (C(docker ps)).
   - Listeners on O(ports) (C(ss -Hltn)).
@@ -58,13 +58,7 @@ options:
   name:
     description: How RV(problems) name this rank (the inventory host); defaults to the node's hostname.
     type: str
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; behaves the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes.
+extends_documentation_fragment: [spark_read_only]
 notes:
   - Needs the docker CLI, C(ss) and C(systemctl) on the node.
 """

@@ -93,11 +93,3 @@ def test_no_container_option_inspects_nothing(run_module: Callable[..., Any], no
                                 check_mode=True)
     assert not failed and result["container"] == {} and result["units"] == {}
     assert not log.exists() or not any(line.startswith("docker") for line in log.read_text().splitlines())
-
-
-def test_documentation_parses_with_ansible_doc(tmp_path: Path) -> None:
-    from unit.spark_fixtures import ansible_doc
-
-    proc = ansible_doc(Path(__file__).resolve().parents[2], "spark_doctor", tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert "spark_doctor" in proc.stdout and "sm_clock_mhz" in proc.stdout

@@ -1,9 +1,6 @@
-"""Shared helpers for the module tests: fixture sysfs/procfs trees in the kernel's exact text formats,
-and an ansible-doc run that proves a module's DOCUMENTATION parses."""
+"""Shared helpers for the module tests: fixture sysfs/procfs trees in the kernel's exact text formats."""
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
@@ -74,14 +71,6 @@ def default_slots(address: str, netdev: str) -> Dict[int, Slot]:
 
 def sysfs_with_devices(root: Path, devices: Dict[str, Tree]) -> Path:
     return write_tree(root, {"class": {"infiniband": devices}})
-
-
-def ansible_doc(root: Path, module: str, workdir: Path) -> subprocess.CompletedProcess:
-    """`ansible-doc -M library <module>` from the project root, with the project's ansible.cfg."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("ANSIBLE_")}
-    env.update(ANSIBLE_CONFIG=str(root / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(workdir / "tmp"))
-    return subprocess.run([str(root / ".venv/bin/ansible-doc"), "-M", "library", module], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
 
 
 SWAP_MAGIC = b"SWAPSPACE2"

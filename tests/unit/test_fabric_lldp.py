@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ansible.module_utils.spark_lldp import Neighbour, Peer, compare_cabling, parse_expect, parse_lldpctl_json0
 from testlib import ROOT
-from spark_fixtures import ansible_doc
 
 FIXTURES = ROOT / "tests/unit/fixtures/fabric"
 # The planned neighbours of dgx2 (rank 1) in the triangle (hardware-and-fabric 4.1).
@@ -149,9 +147,3 @@ def test_module_bad_expect(run_module: Any, monkeypatch: pytest.MonkeyPatch) -> 
     calls = _fake_lldpctl(monkeypatch, "{}")
     failed, result = run_module("spark_lldp", {"expect": {"enp1s0f0np0": "dgx2"}})
     assert failed and "expect[enp1s0f0np0]" in result["msg"] and calls == []
-
-
-def test_module_documentation(tmp_path: Path) -> None:
-    proc = ansible_doc(ROOT, "spark_lldp", tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert "portidsubtype ifname" in proc.stdout

@@ -13,7 +13,6 @@ from ansible.errors import AnsibleFilterError
 from ansible.module_utils.spark_fabric_probe import (
     LinkState, fabric_drift, link_drift, parse_ip_address, parse_ping, path_verdict, ping_command)
 from testlib import ROOT, load_source
-from spark_fixtures import ansible_doc
 
 FIXTURES = ROOT / "tests/unit/fixtures/fabric"
 PATH = {"netdev": "enp1s0f0np0", "peer_host": "dgx2", "peer_netdev": "enp1s0f1np1", "peer_address": "11.12.1.2"}
@@ -159,12 +158,6 @@ def test_state_module_reports_drift(run_module: Any, monkeypatch: pytest.MonkeyP
         "enp1s0f0np0: IPv4 11.12.1.1/24, plan 11.12.1.7/24", "enp9s0: netdev is missing"]
     failed, result = run_module("spark_fabric_state", {"interfaces": wrong, "fail_on_error": True})
     assert failed
-
-
-@pytest.mark.parametrize("module", ["spark_fabric_paths", "spark_fabric_state"])
-def test_module_documentation(module: str, tmp_path: Path) -> None:
-    proc = ansible_doc(ROOT, module, tmp_path)
-    assert proc.returncode == 0, proc.stderr
 
 
 # --- role filters ---------------------------------------------------------------------------------

@@ -9,8 +9,7 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.spark_host import HostIO
 
-from testlib import ROOT
-from spark_fixtures import ansible_doc, swap_header, write_tree
+from spark_fixtures import swap_header, write_tree
 
 FIXTURES = Path(__file__).parent / "fixtures" / "host"
 MOK = "/root/.local/share/dgx-spark-fan-control/keys/MOK.der"
@@ -252,12 +251,6 @@ def test_display_manager_running(run_module: Any, host: Any, tmp_path: Path) -> 
     host(outputs)
     _, result = run_module("spark_host_facts", spark_trees(tmp_path, ""))
     assert result["host"]["display_manager_active"] is True and result["host"]["default_target"] == "graphical.target"
-
-
-def test_ansible_doc_parses(tmp_path: Path) -> None:
-    out = ansible_doc(ROOT, "spark_host_facts", tmp_path)
-    assert out.returncode == 0 and "WARNING" not in out.stderr, out.stderr
-    assert "mok_certificate" in out.stdout and "unavailable" in out.stdout and "check_mode" in out.stdout
 
 
 def test_unforeseen_probe_error_is_reported_not_raised(run_module: Any, host: Any, tmp_path: Path,

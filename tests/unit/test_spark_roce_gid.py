@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 
-from testlib import ROOT
-from spark_fixtures import V1, ansible_doc, V2, default_slots, gid, link_local, roce_device, sysfs_with_devices
+from spark_fixtures import V1, V2, default_slots, gid, link_local, roce_device, sysfs_with_devices
 
 DEV0, NET0, ADDR0 = "rocep1s0f0", "enp1s0f0np0", "10.12.1.1"
 DEV1, NET1, ADDR1 = "roceP2p1s0f0", "enP2p1s0f0np0", "10.12.2.1"
@@ -185,9 +184,3 @@ def test_read_only(run_module: Any, healthy: Path) -> None:
 def test_bad_input_is_refused_before_reading(run_module: Any, tmp_path: Path, extra: dict, words: str) -> None:
     failed, result = run_module("spark_roce_gid", _args(tmp_path / "does-not-exist", **extra))
     assert failed and words in result["msg"] and "devices" not in result
-
-
-def test_ansible_doc_parses(tmp_path: Path) -> None:
-    out = ansible_doc(ROOT, "spark_roce_gid", tmp_path)
-    assert out.returncode == 0 and "WARNING" not in out.stderr, out.stderr
-    assert "fail_on_error" in out.stdout and "index_of_ipv4" in out.stdout and "check_mode" in out.stdout
