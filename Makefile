@@ -87,8 +87,10 @@ demo-down: lab-down ## Remove everything make demo started
 -include $(sort $(wildcard mk/*.mk))
 
 test: ## Run every test (CI)
-	@for t in $(TEST_TARGETS); do echo "=== make $$t"; $(MAKE) --no-print-directory $$t; done
-	@echo "make test: all of $(TEST_TARGETS) passed"
+	@all=$$(date +%s); for t in $(TEST_TARGETS); do \
+	  echo "=== make $$t"; start=$$(date +%s); $(MAKE) --no-print-directory $$t; \
+	  echo "=== make $$t passed in $$(( $$(date +%s) - start )) s"; \
+	done; echo "make test: all of $(TEST_TARGETS) passed in $$(( $$(date +%s) - all )) s"
 
 clean: ## Remove build artifacts (keeps .venv)
 	rm -rf $(BUILD) .cache .pytest_cache
