@@ -13,6 +13,7 @@ ANSIBLE_LOG_PATH=$log "$root/.venv/bin/molecule" test -s "$scenario"
 rc=$?
 if [ "$rc" -ne 0 ]; then
   echo "== molecule scenario $scenario failed (rc $rc); its failed tasks (whole log: $log):"
-  grep -a -E -B2 -A30 '(fatal|failed): \[|\[ERROR\]|ERROR!' "$log" | grep -a -v 'FAILED - RETRYING' | cut -c1-1500 | tail -n 150
+  grep -a -E -B2 -A12 '(fatal|failed): \[|\[ERROR\]|ERROR!' "$log" | grep -a -v -E 'FAILED - RETRYING|\.\.\.ignoring' \
+    | cut -c1-1500 | tail -n 120
 fi
 exit "$rc"
