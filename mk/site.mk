@@ -2,8 +2,8 @@
 #   make site-lab TOPOLOGY=tp4       lab-up + the test doubles site.yml needs (molecule/site/prepare.yml)
 #   make site-converge TOPOLOGY=tp4  site-lab, then site.yml against the lab inventory
 #   make test-site                   molecule test of site-tp3 and site-tp4 (converge, idempotence, verify)
-#                                    measured on the 2-core build machine: site-tp3 1812 s (with the failure tests),
-#                                    site-tp4 1364 s; most of it is the host stage's per-task cost, run three times each
+#                                    measured on the 2-core build machine: site-tp3 2089 s (with the failure tests),
+#                                    site-tp4 1717 s; most of it is the host stage's per-task cost, run three times each
 
 SITE_SCENARIOS := site-tp3 site-tp4
 SITE_ARGS ?=
