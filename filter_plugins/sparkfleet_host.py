@@ -1,4 +1,5 @@
-"""Pure helpers of the host roles: package pins against installed versions, GRUB menu ids, grubenv.
+"""Pure helpers of the host roles: package pins against installed versions, GRUB menu ids, grubenv, and which
+copied files differ from their source.
 
 No I/O: the roles read `package_facts`, `/boot/grub/grub.cfg` and `grub-editenv list` and pass the text in.
 Menu entry ids are read from the generated grub.cfg, never guessed from menu positions (reference §3.3).
@@ -96,11 +97,50 @@ def spark_grubenv(listing: Any) -> dict[str, str]:
     return env
 
 
+def _sums_by_relative_path(found: Any, root: Any, what: str) -> dict[str, tuple[str, str]]:
+    """`ansible.builtin.find` results (get_checksum) as {path relative to root: (checksum, mode)}."""
+    if not isinstance(found, list):
+        raise AnsibleFilterError(f"{what} must be the files list of ansible.builtin.find, got {type(found).__name__}")
+    if not isinstance(root, str) or not root.startswith("/"):
+        raise AnsibleFilterError(f"{what} root must be an absolute path, got {root!r}")
+    prefix = root.rstrip("/") + "/"
+    sums: dict[str, tuple[str, str]] = {}
+    for entry in found:
+        path = _require_mapping(entry, f"an entry of {what}").get("path", "")
+        if isinstance(path, str) and path.startswith(prefix):
+            sums[path[len(prefix):]] = (str(entry.get("checksum", "")), str(entry.get("mode", "")))
+    return sums
+
+
+def spark_files_to_copy(inputs: Any, source: Any, source_root: Any, dest: Any, dest_root: Any) -> list[dict[str, Any]]:
+    """The entries of `inputs` ({path, mode}) whose copy under dest_root is missing, differs in content from the
+    file under source_root, or has another mode. `source` and `dest` are what ansible.builtin.find returned with
+    get_checksum for the two roots, so deciding that nothing needs copying costs two calls, not one per file.
+    An input missing at its source is kept: the copy then fails naming it."""
+    if not isinstance(inputs, list):
+        raise AnsibleFilterError(f"inputs must be a list of {{path, mode}}, got {type(inputs).__name__}")
+    have = _sums_by_relative_path(source, source_root, "source")
+    copied = _sums_by_relative_path(dest, dest_root, "destination")
+    stale: list[dict[str, Any]] = []
+    for entry in inputs:
+        entry = _require_mapping(entry, "an input")
+        path, mode = entry.get("path"), entry.get("mode")
+        if not isinstance(path, str) or not path or path.startswith("/") or ".." in path.split("/"):
+            raise AnsibleFilterError(f"input path must be relative and inside its root, got {path!r}")
+        if not isinstance(mode, str) or not re.fullmatch(r"0[0-7]{3}", mode):
+            raise AnsibleFilterError(f"mode of {path} must be an octal string like '0644', got {mode!r}")
+        want = have.get(path)
+        if want is None or copied.get(path) != (want[0], mode):
+            stale.append(dict(entry))
+    return stale
+
+
 class FilterModule:
     """Host role filters."""
 
     def filters(self) -> dict[str, Any]:
         return {
+            "spark_files_to_copy": spark_files_to_copy,
             "spark_pin_status": spark_pin_status,
             "spark_pin_specs": spark_pin_specs,
             "spark_grub_entry_id": spark_grub_entry_id,

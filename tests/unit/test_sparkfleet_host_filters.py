@@ -110,5 +110,51 @@ def test_grubenv_listing() -> None:
 
 def test_filters_are_registered() -> None:
     names = set(F.FilterModule().filters())
-    assert names == {"spark_pin_status", "spark_pin_specs", "spark_grub_entry_id", "spark_grub_default", "spark_grubenv"}
+    assert names == {
+        "spark_files_to_copy", "spark_pin_status", "spark_pin_specs", "spark_grub_entry_id", "spark_grub_default", "spark_grubenv"}
     assert Path(F.__file__).name == "sparkfleet_host.py"
+
+
+# spark_files_to_copy: the shape ansible.builtin.find returns with get_checksum (sha1, mode as an octal string).
+INPUTS = [{"path": "provenance.json", "mode": "0644"}, {"path": "scripts/driver-build", "mode": "0755"}]
+
+
+def _found(root: str, files: dict[str, tuple[str, str]]) -> list[dict[str, str]]:
+    return [{"path": f"{root}/{path}", "checksum": sum_, "mode": mode} for path, (sum_, mode) in files.items()]
+
+
+SOURCE = _found("/ctl/src", {"provenance.json": ("aa", "0664"), "scripts/driver-build": ("bb", "0775"),
+                             "README.md": ("cc", "0644")})
+
+
+@pytest.mark.parametrize(("dest", "stale"), [
+    ({"provenance.json": ("aa", "0644"), "scripts/driver-build": ("bb", "0755")}, []),
+    ({}, ["provenance.json", "scripts/driver-build"]),
+    ({"provenance.json": ("aa", "0644")}, ["scripts/driver-build"]),
+    ({"provenance.json": ("zz", "0644"), "scripts/driver-build": ("bb", "0755")}, ["provenance.json"]),
+    ({"provenance.json": ("aa", "0644"), "scripts/driver-build": ("bb", "0644")}, ["scripts/driver-build"]),
+], ids=["identical", "fresh tree", "one missing", "content differs", "mode differs"])
+def test_files_to_copy_names_missing_changed_and_remoded_copies(dest: dict, stale: list[str]) -> None:
+    result = F.spark_files_to_copy(INPUTS, SOURCE, "/ctl/src/", _found("/usr/src/m-1", dest), "/usr/src/m-1")
+    assert [entry["path"] for entry in result] == stale
+    assert all(entry["mode"] in ("0644", "0755") for entry in result)
+
+
+def test_files_to_copy_keeps_an_input_missing_at_its_source() -> None:
+    source = _found("/ctl/src", {"provenance.json": ("aa", "0644")})
+    dest = _found("/usr/src/m-1", {"provenance.json": ("aa", "0644"), "scripts/driver-build": ("bb", "0755")})
+    assert [e["path"] for e in F.spark_files_to_copy(INPUTS, source, "/ctl/src", dest, "/usr/src/m-1")] == [
+        "scripts/driver-build"]
+
+
+@pytest.mark.parametrize(("inputs", "source_root", "message"), [
+    ([{"path": "../etc/shadow", "mode": "0644"}], "/ctl/src", "inside its root"),
+    ([{"path": "/etc/shadow", "mode": "0644"}], "/ctl/src", "inside its root"),
+    ([{"path": "a", "mode": "644"}], "/ctl/src", "octal string"),
+    ([{"path": "a", "mode": 420}], "/ctl/src", "octal string"),
+    ("a", "/ctl/src", "list"),
+    (INPUTS, "ctl/src", "absolute"),
+])
+def test_files_to_copy_refuses_bad_input(inputs: object, source_root: str, message: str) -> None:
+    with pytest.raises(AnsibleFilterError, match=message):
+        F.spark_files_to_copy(inputs, SOURCE, source_root, [], "/usr/src/m-1")
