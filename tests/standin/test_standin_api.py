@@ -197,7 +197,10 @@ def test_max_num_seqs_queues_and_gauges_show_it(spawn) -> None:  # type: ignore[
     assert during["vllm:num_requests_running"] == 1 and during["vllm:num_requests_waiting"] == 1
     assert 0 < during["vllm:kv_cache_usage_perc"] < 1
     ttfts = sorted(r.ttft for r in results)
-    assert ttfts[1] - ttfts[0] >= 24 * 0.02 - 0.01  # the second starts only after the first finished
+    # The second starts only after the first's 24 further tokens (0.48 s); run side by side the two first tokens
+    # would be milliseconds apart. Half the decode as the bound: a client thread that reads its first token late
+    # on a loaded machine shortens the measured gap by up to a scheduling delay.
+    assert ttfts[1] - ttfts[0] >= 24 * 0.02 / 2
 
 
 def test_non_streaming_drop_and_preempt_faults(fast_server: Server) -> None:
