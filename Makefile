@@ -1,6 +1,7 @@
 # sparkfleet — developer and CI entry points.
 # `make demo` runs the main job on the lab; `make test` runs every test (what CI calls).
-# Area-specific targets live in mk/*.mk; each appends its test target to TEST_TARGETS.
+# Area-specific targets live in mk/*.mk; each appends its test target to TEST_TARGETS, or to NODE_TEST_TARGETS
+# for a molecule scenario on one container of its own (those run side by side in test-nodes).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -20,9 +21,10 @@ BUILD := $(ROOT)/build
 export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 export PATH := $(BIN):$(PATH)
 
-TEST_TARGETS := lint unit syntax render-check
+TEST_TARGETS := lint unit syntax render-check test-nodes
+NODE_TEST_TARGETS :=
 
-.PHONY: help setup test lint unit syntax render-check render validate demo demo-down clean
+.PHONY: help setup test test-nodes lint unit syntax render-check render validate demo demo-down clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sort | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
@@ -42,8 +44,12 @@ lint: setup ## yamllint + ansible-lint (production profile, offline)
 	$(BIN)/yamllint -s .
 	$(BIN)/ansible-lint --offline -q
 
+# Two pytest workers: most unit time is stand-in servers and subprocesses waiting, not CPU. A test file stays on
+# one worker (--dist loadfile), so the timing tests of one file never run beside each other.
+PYTEST_WORKERS ?= 2
+
 unit: setup ## pytest: filters, modules, module_utils, stand-in server, bench
-	$(PY) -m pytest -q tests --ignore=tests/render
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile tests --ignore=tests/render
 
 syntax: setup ## --syntax-check of every playbook against every shipped inventory
 	@for inv in $(INVENTORIES); do \
@@ -53,7 +59,7 @@ syntax: setup ## --syntax-check of every playbook against every shipped inventor
 	done
 
 render-check: setup ## validate + render every shipped and test inventory and check the files
-	$(PY) -m pytest -q tests/render
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) tests/render
 
 validate: setup ## Validate one inventory: make validate INV=inventories/tp3-triangle
 	$(BIN)/ansible-playbook -i $(or $(INV),inventories/tp3-triangle) playbooks/validate.yml
@@ -85,6 +91,15 @@ demo: setup lab-image ## The main job on the lab: TOPOLOGY (tp3|tp4) lab, site.y
 demo-down: lab-down ## Remove everything make demo started
 
 -include $(sort $(wildcard mk/*.mk))
+
+# The one-node scenarios share nothing (each has its own container, name and molecule state) and spend much of
+# their time waiting on systemd, apt and dockerd, so they run side by side; each one's output is printed whole
+# when it ends, with its time.
+test-nodes: setup lab-image ## The one-node molecule scenarios (host, memory guard, bench schedule) side by side
+	@$(MAKE) --no-print-directory -j$(words $(NODE_TEST_TARGETS)) --output-sync=target $(addprefix timed-,$(NODE_TEST_TARGETS))
+
+timed-%:
+	@start=$$(date +%s); $(MAKE) --no-print-directory $*; echo "=== make $* passed in $$(( $$(date +%s) - start )) s"
 
 test: ## Run every test (CI)
 	@all=$$(date +%s); for t in $(TEST_TARGETS); do \

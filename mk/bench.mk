@@ -9,7 +9,7 @@ BENCHY_VERSION := 0.4.0
 BENCH_STREAMS ?= 1,8,64
 BENCH_RUNS ?= 3
 
-TEST_TARGETS += test-bench-schedule
+NODE_TEST_TARGETS += test-bench-schedule
 
 .PHONY: bench-client test-bench test-bench-schedule
 

@@ -4,7 +4,7 @@
 
 HOST_MOLECULE_ENV = SPARK_LAB_NODE_IMAGE=$$(cat $(BUILD)/lab/node-image.tag)
 
-TEST_TARGETS += test-host
+NODE_TEST_TARGETS += test-host
 
 .PHONY: test-host host-converge host-destroy
 

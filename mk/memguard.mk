@@ -2,7 +2,7 @@
 # with `make unit`; this adds the molecule scenario on a lab node with real systemd and a nested Docker engine.
 #   make test-memguard    molecule test -s memguard (~2-3 min)
 
-TEST_TARGETS += test-memguard
+NODE_TEST_TARGETS += test-memguard
 
 .PHONY: test-memguard
 
