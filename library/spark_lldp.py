@@ -8,7 +8,10 @@ module: spark_lldp
 short_description: Compare each fabric port's LLDP neighbour (system name and port) with the cable plan
 description:
   - Runs C(lldpctl -f json0) and parses the neighbours of every local interface.
-  - For each port in O(expect) the single neighbour must be the planned host (LLDP system name) and the
+  - A ConnectX-7 port hears both PCIe functions of the far port. When a port lists more than one neighbour,
+    only those on the port's own PCIe path (PCI domain, bus and slot read from the netdev name, e.g.
+    C(enP2p1s0f1np1) is domain 2) count; the far port's other function is ignored.
+  - For each port in O(expect) the single neighbour left must be the planned host (LLDP system name) and the
     planned far netdev (LLDP port id of subtype ifname, else the port description).
   - A port whose neighbour is the planned peer of another local port is reported as carrying that port's
     cable; two ports carrying each other's cables are reported as swapped.
@@ -44,7 +47,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 ok:
-  description: True when every planned port has exactly its planned neighbour.
+  description: True when every planned port has exactly its planned neighbour on its PCIe path.
   returned: always
   type: bool
 msg:
@@ -67,14 +70,18 @@ swapped:
   type: list
   elements: list
 ports:
-  description: Verdict per planned port with the expected and the seen neighbours.
+  description: Verdict per planned port with the expected neighbour, every neighbour seen and the one kept
+    (the single neighbour on the port's PCIe path, else null).
   returned: always
   type: dict
   sample:
     enp1s0f0np0:
       ok: true
       expected: {host: dgx2, port: enp1s0f1np1}
-      neighbours: [{system: dgx2, port: enp1s0f1np1, port_id: enp1s0f1np1, port_id_type: ifname, port_descr: enp1s0f1np1}]
+      neighbours:
+        - {system: dgx2, port: enp1s0f1np1, port_id: enp1s0f1np1, port_id_type: ifname, port_descr: enp1s0f1np1}
+        - {system: dgx2, port: enP2p1s0f1np1, port_id: enP2p1s0f1np1, port_id_type: ifname, port_descr: enP2p1s0f1np1}
+      kept: {system: dgx2, port: enp1s0f1np1, port_id: enp1s0f1np1, port_id_type: ifname, port_descr: enp1s0f1np1}
       problem: null
 neighbours:
   description: Every neighbour lldpd knows, per local interface (planned or not).
