@@ -25,8 +25,9 @@ SAMPLE = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_]+="([^"\\]|\\.)*",?)
 
 
 def _report(verdict: str) -> dict[str, Any]:
-    rep = new_report("http://h:8000", "m", "2026-11-29T03:30:00Z", {})
-    rep.update(finished="2026-11-29T03:36:40Z", verdict=verdict, client={"cpu_s": 0.8})
+    rep = new_report("http://h:8000", "m", "2026-11-29T03:30:00Z", {"suites": ["quality", "decode"]})
+    rep.update(finished="2026-11-29T03:36:40Z", verdict=verdict, client={"cpu_s": 0.8},
+               completed_suites=["quality", "decode"])
     rep["suites"] = {"quality": {"passed": 5, "ok": True, "runs": []},
                      "decode": {"points": [{"case": "prose", "concurrency": 4, "n": 3, "failed_requests": 0,
                                             "metrics": {"tps": summarize([190.0, 200.0, 210.0]),
@@ -60,7 +61,7 @@ def test_prune_and_promote(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         prune_history(tmp_path, 0)
     (tmp_path / "bad.json").write_text(json.dumps(_report("fail")))
-    with pytest.raises(ValueError, match="only a passing report"):
+    with pytest.raises(ValueError, match="not a complete pass"):
         promote(tmp_path / "bad.json", tmp_path / "base.json")
     (tmp_path / "good.json").write_text(json.dumps(_report("pass")))
     promote(tmp_path / "good.json", tmp_path / "b" / "base.json")
