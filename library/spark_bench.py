@@ -11,6 +11,9 @@ description:
     controller in C(playbooks/bench.yml)) with one asyncio client, and writes C(bench.json) (schema
     C(sparkfleet-bench/1)), C(summary.md), C(points.csv) and PNG plots into O(output_dir).
   - C(bench.json) is rewritten after every suite, so an aborted run keeps its partial results.
+  - A run that does not complete its suites (an abort, an unforeseen error, SIGINT or SIGTERM) returns
+    RV(verdict) C(fail) with the reason in RV(aborted); C(completed_suites) in C(bench.json) lists the
+    suites that ran to their end.
   - The module does not fail on a failed or regressed benchmark; it returns O(verdict) so the caller can
     show the summary first and then fail (the playbook does).
   - In check mode no request is sent; the planned points are returned.
@@ -30,7 +33,7 @@ options:
     type: path
     required: true
   suites:
-    description: Suites to run, in the fixed order quality, decode, prefill, prefix, admission, needle.
+    description: Suites to run, in the fixed order quality, decode, prefill, prefix, admission, needle (at least one).
     type: list
     elements: str
     default: [quality, decode]
@@ -69,7 +72,7 @@ options:
     type: int
     default: 0
   timeout:
-    description: Per-request timeout in seconds.
+    description: Per-request timeout in seconds (positive).
     type: float
     default: 1800
   max_tokens:

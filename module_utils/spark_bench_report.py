@@ -23,11 +23,12 @@ DECODE_METRICS = ("tps", "decode_window_tps", "per_stream_tps", "ttft_s", "ttfat
 
 
 def new_report(url: str, model: str, started: str, workload: dict[str, Any]) -> dict[str, Any]:
-    """An empty report; suites fill `suites`, the runner fills identity/client/finished."""
+    """An empty report; suites fill `suites`, the runner fills identity/client/finished and lists each suite in
+    `completed_suites` once it has run to its end."""
     return {"schema": SCHEMA, "started": started, "finished": None, "url": url, "model": model,
             "identity": {}, "workload": workload, "client": {}, "server_metrics": None, "suites": {},
-            "discarded_samples": [], "failed_requests": 0, "failures_by_class": {}, "errors": [],
-            "aborted": None, "comparison": None, "verdict": None}
+            "completed_suites": [], "discarded_samples": [], "failed_requests": 0, "failures_by_class": {},
+            "errors": [], "aborted": None, "comparison": None, "verdict": None}
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -51,11 +52,36 @@ def suite_failed(name: str, suite: dict[str, Any]) -> bool:
     return suite.get("ok") is False or bool(suite.get("failed_requests"))
 
 
+def _completion_reasons(report: dict[str, Any]) -> list[str]:
+    # A report on disk mid-run, or left by a run killed outright, lacks suites: it must not read as a pass.
+    completed = report.get("completed_suites")
+    if completed is None:
+        return ["the report records no completed suites"]
+    missing = [s for s in (report.get("workload") or {}).get("suites") or [] if s not in completed]
+    if missing:
+        return [f"suites not completed: {', '.join(missing)}"]
+    return [] if completed else ["no suite completed"]
+
+
+def verdict_reasons(report: dict[str, Any]) -> list[str]:
+    """Why a report is a fail: abort, failed requests, suites not completed, a failed suite, a comparison
+    that could not compare (empty for a pass or a regression)."""
+    reasons = [f"aborted: {report['aborted']}"] if report.get("aborted") else []
+    if report.get("failed_requests"):
+        reasons.append(f"{report['failed_requests']} failed requests")
+    elif report.get("errors"):
+        reasons.append(f"error: {report['errors'][0]}")
+    reasons += _completion_reasons(report)
+    reasons += [f"suite {name} failed" for name, suite in report.get("suites", {}).items() if suite_failed(name, suite)]
+    error = (report.get("comparison") or {}).get("error")
+    if error:
+        reasons.append(f"comparison: {error}")
+    return reasons
+
+
 def verdict(report: dict[str, Any]) -> str:
-    """fail (abort, errors, failed requests, failed suite) > regression > pass."""
-    if report.get("aborted") or report.get("errors") or report.get("failed_requests"):
-        return "fail"
-    if any(suite_failed(name, suite) for name, suite in report.get("suites", {}).items()):
+    """fail (any of `verdict_reasons`) > regression > pass."""
+    if verdict_reasons(report):
         return "fail"
     comparison = report.get("comparison") or {}
     if comparison.get("regressions"):
@@ -90,8 +116,8 @@ def compare(report: dict[str, Any], baseline: dict[str, Any], tolerance_pct: flo
         result["warnings"].append(f"baseline model {baseline.get('model')!r} differs from {report.get('model')!r}")
     ours, theirs = comparable_points(report), comparable_points(baseline)
     shared = [key for key in ours if key in theirs]
-    if ours and not shared:
-        result["error"] = "baseline has none of this run's points (different shape)"
+    if not shared:
+        result["error"] = f"baseline shares no points with this run (this run {len(ours)}, baseline {len(theirs)})"
         return result
     for key in shared:
         for metric, higher in GATED.items():
@@ -99,6 +125,8 @@ def compare(report: dict[str, Any], baseline: dict[str, Any], tolerance_pct: flo
             if row:
                 result["points"].append(row)
                 result["regressions"] += int(row["regression"])
+    if not result["points"]:
+        result["error"] = "no shared point has two samples or more on both sides"
     return result
 
 
@@ -134,7 +162,9 @@ def summary_markdown(report: dict[str, Any]) -> str:
     """The human summary: run facts, then one table per suite, then the comparison."""
     out = io.StringIO()
     out.write(f"# Benchmark {report.get('started')}\n\n")
-    out.write(f"- verdict: **{report.get('verdict')}**\n- url: {report.get('url')}\n- model: {report.get('model')}\n")
+    reasons = "; ".join(verdict_reasons(report)) if report.get("verdict") == "fail" else ""
+    out.write(f"- verdict: **{report.get('verdict')}**{' — ' + reasons if reasons else ''}\n"
+              f"- url: {report.get('url')}\n- model: {report.get('model')}\n")
     client = report.get("client") or {}
     out.write(f"- client CPU: {_fmt(client.get('cpu_s'))} s over {_fmt(client.get('wall_s'))} s wall\n")
     if report.get("server_metrics") is False:

@@ -9,17 +9,20 @@ suite so an abort keeps what was measured.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import platform
 import random
 import resource
+import signal
 import socket
 import time
+import traceback
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Optional, Sequence
+from typing import Any, Awaitable, Callable, Iterator, Optional, Sequence
 
 from ansible.module_utils.spark_bench_client import BenchClient, RequestResult
 from ansible.module_utils.spark_bench_metrics import (Peaks, deltas, foreign_traffic, is_idle, parse_prometheus,
@@ -32,6 +35,8 @@ from ansible.module_utils.spark_bench_stats import converged, summarize
 
 SUITE_ORDER = ("quality", "decode", "prefill", "prefix", "admission", "needle")
 QUICK = ("quality", "decode")
+# Ctrl-C, and how systemd stops the scheduled run: both end the run as a fail with a written report.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @dataclass
@@ -76,6 +81,8 @@ def validate(cfg: BenchConfig) -> list[str]:
         problems.append(f"url: {cfg.url!r} is not an http(s) URL")
     if not cfg.output_dir:
         problems.append("output_dir: required")
+    if not cfg.suites:
+        problems.append("suites: at least one suite is required")
     unknown = [s for s in cfg.suites if s not in SUITE_ORDER]
     if unknown:
         problems.append(f"suites: unknown {unknown} (known: {', '.join(SUITE_ORDER)})")
@@ -88,6 +95,8 @@ def validate(cfg: BenchConfig) -> list[str]:
         problems.append(f"min_samples/max_samples: need 2 <= min <= max, got {cfg.min_samples}/{cfg.max_samples}")
     if cfg.precision <= 0 or cfg.tolerance <= 0:
         problems.append("precision/tolerance: must be positive percentages")
+    if not cfg.timeout > 0:  # written so that NaN is refused too
+        problems.append(f"timeout: must be a positive number of seconds, got {cfg.timeout:g}")
     bad_texts = [t for t in cfg.prefill_texts if t not in ("filler", "source")]
     if bad_texts:
         problems.append(f"prefill_texts: unknown {bad_texts} (known: filler, source)")
@@ -116,6 +125,26 @@ def prefill_sizes(cfg: BenchConfig, max_model_len: Optional[int]) -> list[int]:
 
 class Abort(Exception):
     """Stops the run; the reason lands in bench.json as `aborted`."""
+
+
+def model_cards(text: str) -> list[dict[str, Any]]:
+    """The model cards of a /v1/models answer; Abort when it is not an OpenAI model list (a proxy's HTML
+    login page answers 200 too)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    cards = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(cards, list) or not all(isinstance(c, dict) and isinstance(c.get("id"), str) for c in cards):
+        raise Abort(f"GET /v1/models answered 200 but not an OpenAI model list: {text[:80]!r}")
+    return cards
+
+
+def unexpected(exc: BaseException) -> str:
+    """One line naming an unforeseen exception and the innermost frame that raised it."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
+    return f"unexpected {type(exc).__name__}: {exc}{where}"
 
 
 # ---------------------------------------------------------------- pure sample metrics
@@ -289,6 +318,7 @@ class Runner:
         self.max_model_len: Optional[int] = None
         self.tokens_per_char: dict[str, float] = {}
         self.has_tokenize: Optional[bool] = None
+        self.stop_reason: Optional[str] = None
         self.client: BenchClient
         self.hygiene: Hygiene
 
@@ -318,35 +348,82 @@ class Runner:
         self.report["failed_requests"] += len(failed)
         return len(failed)
 
+    def abort(self, reason: str) -> None:
+        self.report["aborted"] = reason
+        self.log(f"aborted: {reason}")
+
     async def run(self) -> dict[str, Any]:
-        cfg = self.cfg
-        if cfg.compare and cfg.compare != "none":
-            self.baseline = json.loads(Path(cfg.compare).read_text(encoding="utf-8"))
+        """Run the suites; whatever stops them (abort, signal, unforeseen error), the report is written as a
+        fail with the reason, and returned."""
         cpu0, wall0 = _cpu_seconds(), time.perf_counter()
         lag = LoopLag()
-        max_conn = max(cfg.concurrency + [cfg.admission_requests]) + 4
-        async with BenchClient(cfg.url, cfg.timeout, cfg.api_key, max_conn) as client:
-            self.client, self.hygiene = client, Hygiene(client, cfg)
-            lag.start()
+        with self._stopped_by_signals():
             try:
-                await self._identify()
-                self.save()
-                for suite in (s for s in SUITE_ORDER if s in cfg.suites):
-                    self.log(f"suite {suite}")
-                    await getattr(self, f"suite_{suite}")()
-                    self.save()
+                await self._run_suites(lag)
             except Abort as exc:
-                self.report["aborted"] = str(exc)
-                self.log(f"aborted: {exc}")
+                self.abort(str(exc))
             except (asyncio.CancelledError, KeyboardInterrupt):
-                self.report["aborted"] = "interrupted"
-                raise
+                self.abort(self.stop_reason or "interrupted")
+            except Exception as exc:  # noqa: BLE001 - a run that crashed must still end as a reported fail
+                self.log(traceback.format_exc())
+                self.abort(unexpected(exc))
             finally:
                 self.report["client"] = {"cpu_s": _cpu_seconds() - cpu0, "wall_s": time.perf_counter() - wall0,
                                          "host": socket.gethostname(), "python": platform.python_version(),
                                          "read_bufsize": 16 * 1024 * 1024, **lag.stop()}
-                self._finish()
+        self._finish()
         return self.report
+
+    async def _run_suites(self, lag: LoopLag) -> None:
+        cfg = self.cfg
+        self.baseline = self._load_baseline()
+        max_conn = max(cfg.concurrency + [cfg.admission_requests]) + 4
+        async with BenchClient(cfg.url, cfg.timeout, cfg.api_key, max_conn) as client:
+            self.client, self.hygiene = client, Hygiene(client, cfg)
+            lag.start()
+            await self._identify()
+            self.save()
+            for suite in (s for s in SUITE_ORDER if s in cfg.suites):
+                self.log(f"suite {suite}")
+                await getattr(self, f"suite_{suite}")()
+                self.report["completed_suites"].append(suite)
+                self.save()
+
+    def _load_baseline(self) -> Optional[dict[str, Any]]:
+        if not self.cfg.compare or self.cfg.compare == "none":
+            return None
+        try:
+            baseline = json.loads(Path(self.cfg.compare).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise Abort(f"baseline {self.cfg.compare}: unreadable ({exc})") from exc
+        if not isinstance(baseline, dict):
+            raise Abort(f"baseline {self.cfg.compare}: not a bench report")
+        return baseline
+
+    @contextlib.contextmanager
+    def _stopped_by_signals(self) -> Iterator[None]:
+        """While the suites run, a stop signal cancels them so the run ends through the abort path."""
+        loop, task = asyncio.get_running_loop(), asyncio.current_task()
+        previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+        installed = []
+        for sig in STOP_SIGNALS:
+            try:
+                loop.add_signal_handler(sig, self._stop, sig, task)
+            except (NotImplementedError, RuntimeError, ValueError):
+                continue  # not the main thread: signals belong to whoever runs us there
+            installed.append(sig)
+        try:
+            yield
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+                if previous[sig] is not None:
+                    signal.signal(sig, previous[sig])
+
+    def _stop(self, sig: int, task: Optional["asyncio.Task[Any]"]) -> None:
+        if self.stop_reason is None and task is not None:
+            self.stop_reason = f"stopped by {signal.Signals(sig).name}"
+            task.cancel()
 
     def _finish(self) -> None:
         if self.baseline is not None:
@@ -368,7 +445,7 @@ class Runner:
             raise Abort(f"server {self.cfg.url} unreachable: {type(exc).__name__}: {exc}") from exc
         if status != 200:
             raise Abort(f"GET /v1/models answered HTTP {status}")
-        models = json.loads(text).get("data") or []
+        models = model_cards(text)
         ids = [m.get("id") for m in models]
         if not self.cfg.model:
             if not ids:

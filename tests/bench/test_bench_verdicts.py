@@ -89,7 +89,8 @@ def test_a_report_that_did_not_complete_fails_with_its_reason(mutate: Callable[[
 NO_SHARED_POINTS = [
     ("baseline is an empty report", _complete(), rp.new_report("http://h:8000", "m", "t", {"suites": []})),
     ("this run has no points", _complete(("quality",)), _complete()),
-    ("different shape", _complete(), {**_complete(), "suites": {"decode": {"points": [_point("code", 2, [60.0, 61.0])]}}}),
+    ("different shape", _complete(),
+     {**_complete(), "suites": {"decode": {"points": [_point("code", 2, [60.0, 61.0])]}}}),
 ]
 
 
@@ -343,7 +344,8 @@ def test_a_stopped_scheduled_run_is_a_fail_that_cannot_be_promoted(fake_server: 
     config = _schedule_config(tmp_path, server.url, suites=["quality", "decode"], timeout=120)
     proc = _stop_mid_suite(SCHEDULED + ["--config", str(config)], server, signal.SIGTERM)
     assert proc.returncode == 1, proc.stderr[-2000:]
-    assert proc.stdout.strip().endswith("verdict fail (no promoted baseline at " + str(tmp_path / "state" / "baseline.json") + ")")
+    baseline = tmp_path / "state" / "baseline.json"
+    assert proc.stdout.strip().endswith(f"verdict fail (no promoted baseline at {baseline})")
     _assert_failed(tmp_path / "history" / "latest", "stopped by SIGTERM")
     textfile = (tmp_path / "textfile" / "sparkfleet_bench.prom").read_text()
     assert 'verdict="fail"} 1' in textfile and 'verdict="pass"} 0' in textfile
