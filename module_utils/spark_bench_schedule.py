@@ -5,6 +5,7 @@ are given. Used by bin/sparkfleet-bench-scheduled (run by the bench_schedule rol
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -13,7 +14,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from ansible.module_utils.spark_bench_report import write_json_atomic
+from ansible.module_utils.spark_bench_report import (SCHEMA, comparable_points, verdict, verdict_reasons,
+                                                     write_json_atomic)
 
 VERDICTS = ("pass", "fail", "regression")
 STAMP = re.compile(r"^\d{8}T\d{6}Z$")
@@ -113,11 +115,26 @@ def prune_history(history: Path, keep: int) -> list[str]:
     return [str(p) for p in doomed]
 
 
-def promote(report_path: Path, baseline: Path) -> None:
-    """Make a report the baseline later runs compare with (refuses a report that did not pass)."""
-    import json
+def promotion_refusal(report: dict[str, Any]) -> Optional[str]:
+    """Why a report cannot be the baseline, or None. The report is judged again rather than trusted: a run
+    that crashed or was stopped used to write `pass` with nothing measured."""
+    if report.get("schema") != SCHEMA:
+        return f"schema {report.get('schema')!r} is not {SCHEMA}"
+    reasons = verdict_reasons(report)
+    if reasons:
+        return "; ".join(reasons)
+    if report.get("verdict") != "pass" or verdict(report) != "pass":
+        return f"verdict {report.get('verdict')!r}, judged {verdict(report)!r}"
+    if not comparable_points(report):
+        return "no decode or prefill points for later runs to compare with"
+    return None
 
+
+def promote(report_path: Path, baseline: Path) -> None:
+    """Make a report the baseline later runs compare with; only a complete pass with points qualifies."""
     report = json.loads(report_path.read_text(encoding="utf-8"))
-    if report.get("verdict") != "pass":
-        raise ValueError(f"{report_path}: verdict {report.get('verdict')!r}; only a passing report can be promoted")
+    refusal = promotion_refusal(report)
+    if refusal:
+        raise ValueError(f"{report_path}: not a complete pass ({refusal}); only a complete passing report "
+                         "can be promoted")
     write_json_atomic(baseline, report)
