@@ -1,5 +1,5 @@
-"""Pure helpers of the host roles: package pins against installed versions, GRUB menu ids, grubenv, and which
-copied files differ from their source.
+"""Pure helpers of the host roles: package pins against installed versions, which pinned packages are not held
+yet, GRUB menu ids, grubenv, and which copied files differ from their source.
 
 No I/O: the roles read `package_facts`, `/boot/grub/grub.cfg` and `grub-editenv list` and pass the text in.
 Menu entry ids are read from the generated grub.cfg, never guessed from menu positions (reference §3.3).
@@ -59,6 +59,23 @@ def spark_pin_specs(pins: Any, names: Any = None) -> list[str]:
     if unknown:
         raise AnsibleFilterError(f"not pinned: {', '.join(sorted(unknown))}")
     return [f"{name}={version}" for name, version in pins.items() if name in wanted]
+
+
+def spark_not_held(names: Any, selections: Any) -> list[str]:
+    """The names (in order) whose dpkg selection is not `hold`, from the output of
+    `dpkg-query -W -f='${Package} ${Status}\\n' NAME...` (one line per installed or known package; its first
+    status word is the selection). A name dpkg does not know is not held. One query then decides which holds
+    to set, so a run with every hold in place costs one call instead of one per package."""
+    if not isinstance(names, list) or not all(isinstance(name, str) and name for name in names):
+        raise AnsibleFilterError(f"names must be a list of package names, got {names!r}")
+    if not isinstance(selections, str):
+        raise AnsibleFilterError(f"selections must be dpkg-query output text, got {type(selections).__name__}")
+    held = set()
+    for line in selections.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[1] == "hold":
+            held.add(fields[0])
+    return [name for name in names if name not in held]
 
 
 def spark_grub_entry_id(grub_cfg: Any, release: Any) -> str:
@@ -141,6 +158,7 @@ class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "spark_files_to_copy": spark_files_to_copy,
+            "spark_not_held": spark_not_held,
             "spark_pin_status": spark_pin_status,
             "spark_pin_specs": spark_pin_specs,
             "spark_grub_entry_id": spark_grub_entry_id,

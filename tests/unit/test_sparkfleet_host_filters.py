@@ -111,7 +111,7 @@ def test_grubenv_listing() -> None:
 def test_filters_are_registered() -> None:
     names = set(F.FilterModule().filters())
     assert names == {
-        "spark_files_to_copy", "spark_pin_status", "spark_pin_specs", "spark_grub_entry_id", "spark_grub_default", "spark_grubenv"}
+        "spark_files_to_copy", "spark_not_held", "spark_pin_status", "spark_pin_specs", "spark_grub_entry_id", "spark_grub_default", "spark_grubenv"}
     assert Path(F.__file__).name == "sparkfleet_host.py"
 
 
@@ -158,3 +158,31 @@ def test_files_to_copy_keeps_an_input_missing_at_its_source() -> None:
 def test_files_to_copy_refuses_bad_input(inputs: object, source_root: str, message: str) -> None:
     with pytest.raises(AnsibleFilterError, match=message):
         F.spark_files_to_copy(inputs, SOURCE, source_root, [], "/usr/src/m-1")
+
+
+# `dpkg-query -W -f='${Package} ${Status}\n'` as dpkg 1.22 prints it: selection, error flag, state.
+SELECTIONS = """linux-image-7.0.0-1019-nvidia-64k hold ok installed
+linux-headers-7.0.0-1019-nvidia-64k install ok installed
+nvidia-driver-580-open deinstall ok config-files
+"""
+
+
+@pytest.mark.parametrize(("names", "expected"), [
+    (["linux-image-7.0.0-1019-nvidia-64k"], []),
+    (["linux-headers-7.0.0-1019-nvidia-64k", "linux-image-7.0.0-1019-nvidia-64k"],
+     ["linux-headers-7.0.0-1019-nvidia-64k"]),
+    (["nvidia-driver-580-open", "not-installed-anywhere"], ["nvidia-driver-580-open", "not-installed-anywhere"]),
+], ids=["held", "one to hold", "deinstalled and unknown"])
+def test_not_held_names_what_still_needs_a_hold(names: list[str], expected: list[str]) -> None:
+    assert F.spark_not_held(names, SELECTIONS) == expected
+    assert F.spark_not_held(names, "") == names
+
+
+@pytest.mark.parametrize(("names", "selections", "message"), [
+    ("linux-image", SELECTIONS, "list of package names"),
+    ([""], SELECTIONS, "list of package names"),
+    (["a"], None, "dpkg-query output"),
+])
+def test_not_held_refuses_bad_input(names: object, selections: object, message: str) -> None:
+    with pytest.raises(AnsibleFilterError, match=message):
+        F.spark_not_held(names, selections)
