@@ -468,3 +468,24 @@ def gather(io: HostIO, mok_certificate: Optional[str] = None, dkms_module: Optio
     for probe in (probe_thp, probe_sysctls, probe_sysctl_files, probe_swaps, probe_memlock, probe_display):
         _guarded(probe, io, facts)
     return facts.result()
+
+
+def has_swap_header(head: bytes, page_size: int) -> bool:
+    """SWAPSPACE2 ends the first page of that size (an older header of another size may remain elsewhere)."""
+    return head[page_size - len(SWAP_MAGIC):page_size] == SWAP_MAGIC
+
+
+def swap_file_steps(exists: bool, mode: int, uid: int, gid: int, header_ok: bool) -> List[str]:
+    """What a dedicated swap file still needs, in order: allocate it, restrict it to root, write its header.
+
+    An existing file is never resized or re-allocated: it may be the swap in use. A header of another page size
+    (a 4 KiB header on the 64 KiB kernel's file) is rewritten, since that kernel cannot use it.
+    """
+    steps: List[str] = []
+    if not exists:
+        return ["allocate", "restrict", "mkswap"]
+    if mode != 0o600 or (uid, gid) != (0, 0):
+        steps.append("restrict")
+    if not header_ok:
+        steps.append("mkswap")
+    return steps
