@@ -1,5 +1,5 @@
 """Pure helpers of the host roles: package pins against installed versions, which pinned packages are not held
-yet, GRUB menu ids, grubenv, and which copied files differ from their source.
+yet, GRUB menu ids, grubenv, which copied files differ from their source, and which units still run.
 
 No I/O: the roles read `package_facts`, `/boot/grub/grub.cfg` and `grub-editenv list` and pass the text in.
 Menu entry ids are read from the generated grub.cfg, never guessed from menu positions (reference §3.3).
@@ -152,6 +152,35 @@ def spark_files_to_copy(inputs: Any, source: Any, source_root: Any, dest: Any, d
     return stale
 
 
+_BUSY = ("active", "activating", "reloading", "deactivating")
+
+
+def spark_units_to_quiet(show: Any, units: Any, disable: Any = True) -> list[str]:
+    """Units (in `units` order) that still need stopping, or disabling when `disable`, from the text of
+    `systemctl show --property=Id,LoadState,ActiveState,UnitFileState -- <units>`.
+
+    Units that are not installed (LoadState not-found) or already stopped and disabled need nothing, so a
+    no-change run touches no unit.
+    """
+    if not isinstance(show, str):
+        raise AnsibleFilterError(f"spark_units_to_quiet: systemctl show output must be text, got {type(show).__name__}")
+    state: dict[str, dict[str, str]] = {}
+    for block in show.strip().split("\n\n"):
+        props = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+        if "Id" in props:
+            state[props["Id"]] = props
+    wanted: list[str] = []
+    for unit in units:
+        props = state.get(unit, {})
+        if props.get("LoadState") != "loaded":
+            continue
+        running = props.get("ActiveState", "") in _BUSY
+        enabled = props.get("UnitFileState", "").startswith("enabled")
+        if running or (bool(disable) and enabled):
+            wanted.append(unit)
+    return wanted
+
+
 class FilterModule:
     """Host role filters."""
 
@@ -164,4 +193,5 @@ class FilterModule:
             "spark_grub_entry_id": spark_grub_entry_id,
             "spark_grub_default": spark_grub_default,
             "spark_grubenv": spark_grubenv,
+            "spark_units_to_quiet": spark_units_to_quiet,
         }

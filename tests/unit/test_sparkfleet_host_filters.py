@@ -111,7 +111,8 @@ def test_grubenv_listing() -> None:
 def test_filters_are_registered() -> None:
     names = set(F.FilterModule().filters())
     assert names == {
-        "spark_files_to_copy", "spark_not_held", "spark_pin_status", "spark_pin_specs", "spark_grub_entry_id", "spark_grub_default", "spark_grubenv"}
+        "spark_files_to_copy", "spark_not_held", "spark_pin_status", "spark_pin_specs", "spark_grub_entry_id", "spark_grub_default", "spark_grubenv",
+        "spark_units_to_quiet"}
     assert Path(F.__file__).name == "sparkfleet_host.py"
 
 
@@ -186,3 +187,51 @@ def test_not_held_names_what_still_needs_a_hold(names: list[str], expected: list
 def test_not_held_refuses_bad_input(names: object, selections: object, message: str) -> None:
     with pytest.raises(AnsibleFilterError, match=message):
         F.spark_not_held(names, selections)
+
+
+# `systemctl show --property=Id,LoadState,ActiveState,UnitFileState -- <units>`: one block per unit in argument
+# order, properties in systemd's own order, an empty UnitFileState for a unit that is not installed.
+SHOW = """Id=gdm3.service
+LoadState=loaded
+ActiveState=active
+UnitFileState=enabled
+
+Id=lightdm.service
+LoadState=not-found
+ActiveState=inactive
+UnitFileState=
+
+Id=cups.service
+LoadState=loaded
+ActiveState=inactive
+UnitFileState=enabled
+
+Id=snapd.service
+LoadState=loaded
+ActiveState=inactive
+UnitFileState=disabled
+
+Id=fwupd.service
+LoadState=loaded
+ActiveState=activating
+UnitFileState=static
+"""
+
+UNITS = ["gdm3.service", "lightdm.service", "cups.service", "snapd.service", "fwupd.service", "absent.service"]
+
+
+@pytest.mark.parametrize(("disable", "expected"), [
+    (True, ["gdm3.service", "cups.service", "fwupd.service"]),
+    (False, ["gdm3.service", "fwupd.service"]),
+])
+def test_units_to_quiet(disable: bool, expected: list[str]) -> None:
+    assert F.spark_units_to_quiet(SHOW, UNITS, disable) == expected
+
+
+def test_units_to_quiet_when_nothing_is_installed() -> None:
+    assert F.spark_units_to_quiet("Id=a.service\nLoadState=not-found\nActiveState=inactive\nUnitFileState=\n", ["a.service"]) == []
+
+
+def test_units_to_quiet_refuses_what_is_not_text() -> None:
+    with pytest.raises(AnsibleFilterError, match="systemctl show output must be text"):
+        F.spark_units_to_quiet(None, UNITS)
