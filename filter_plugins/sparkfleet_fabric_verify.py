@@ -1,15 +1,26 @@
 """Pure helpers of the fabric role: apply order and the cluster-wide verification report.
 
-They only reshape what the plan and the verification modules returned; nothing is recomputed.
+They only reshape what the plan and the verification modules returned; nothing is recomputed. What a
+node without RDMA devices means for the GID check is the device policy's call (module_utils/spark_policy.py).
 """
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+import ansible.module_utils
 from ansible.errors import AnsibleFilterError
 
+# Controller-side plugins do not see the project's module_utils/ the way modules do (see sparkfleet_serve.py).
+_MODULE_UTILS = str(Path(__file__).resolve().parent.parent / "module_utils")
+if _MODULE_UTILS not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(_MODULE_UTILS)
+
+from ansible.module_utils import spark_policy as _POLICY  # noqa: E402
+
+RDMA_CLASS = "/sys/class/infiniband"
 MATRIX_FIELDS = ("host", "netdev", "peer_host", "peer_netdev", "peer_address", "size", "ok", "rtt_ms",
                  "rtt_max_ms", "received", "transmitted", "oversize_refused", "problems")
 
@@ -81,6 +92,42 @@ def spark_fabric_problems(hostvars: Mapping[str, Any], hosts: Sequence[str], key
     return lines
 
 
+def spark_fabric_gid_verdict(gid_check: Mapping[str, Any], rdma_class_exists: bool, planned: Sequence[str],
+                             policy: str, host: str) -> dict[str, Any]:
+    """This node's GID result as the verdict reads it (spark_fabric_problems), under the device policy.
+
+    With RDMA_CLASS present the GID check ran and its result stands: a planned device that is missing is one of
+    its problems under either policy (the node has RDMA hardware, so all of it is checked). Without RDMA_CLASS
+    no RDMA driver is loaded: `require` makes that a problem naming the node and every planned device,
+    `available` records the check as skipped by the policy, with the reason.
+    """
+    try:
+        hardware_optional = _POLICY.not_applicable(policy, str(host))
+    except _POLICY.PolicyError as err:
+        raise AnsibleFilterError(str(err)) from None
+    if rdma_class_exists:
+        if not isinstance(gid_check, Mapping) or gid_check.get("skipped"):
+            raise AnsibleFilterError(f"host {host}: {RDMA_CLASS} exists but the GID check did not run")
+        return dict(gid_check)
+    absent = (f"no {RDMA_CLASS} (no RDMA device, is mlx5_ib loaded?): planned RDMA device(s) "
+              f"{', '.join(planned) or 'none'} missing")
+    if hardware_optional:
+        return {"ok": None, "skipped": True, "skipped_by": _POLICY.NAME,
+                "msg": f"not checked under {_POLICY.NAME}={_POLICY.AVAILABLE}: {absent}"}
+    return {"ok": False, "skipped": False,
+            "problems": [f"{absent}; {_POLICY.NAME}={_POLICY.REQUIRE} fails a node without them"]}
+
+
+def spark_fabric_gid_summary(hostvars: Mapping[str, Any], hosts: Sequence[str], key: str) -> str:
+    """How many nodes had their GIDs checked, naming those the device policy left unchecked."""
+    results = _results(hostvars, hosts, key)
+    unchecked = [host for host, result in results if result.get("skipped")]
+    summary = f"GIDs checked on {len(results) - len(unchecked)} of {len(results)} nodes"
+    if unchecked:
+        summary += f"; not checked (no RDMA devices, {_POLICY.NAME}={_POLICY.AVAILABLE}): {', '.join(sorted(unchecked))}"
+    return summary
+
+
 def spark_fabric_path_problems(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """One line per broken path of the matrix, naming host, interface and peer."""
     return [f"{r['host']} {r['netdev']} -> {r['peer_host']}:{r['peer_netdev']} ({r['peer_address']}): "
@@ -98,5 +145,7 @@ class FilterModule:
             "spark_fabric_path_matrix": spark_fabric_path_matrix,
             "spark_fabric_matrix_json": spark_fabric_matrix_json,
             "spark_fabric_problems": spark_fabric_problems,
+            "spark_fabric_gid_verdict": spark_fabric_gid_verdict,
+            "spark_fabric_gid_summary": spark_fabric_gid_summary,
             "spark_fabric_path_problems": spark_fabric_path_problems,
         }

@@ -2,7 +2,7 @@
 
 The profile is written for a DGX Spark. A host without a device the profile names (no /dev/infiniband, no
 NVIDIA runtime, no DRM card, a pinned-memory limit the engine cannot raise) cannot run those options: with
-spark_serve_device_policy `require` that is a refusal naming the host and the option, with `available` the
+spark_device_policy `require` that is a refusal naming the host and the option, with `available` the
 option is dropped and reported. The decision reads host facts only, never what kind of host it is.
 """
 from __future__ import annotations
@@ -55,7 +55,7 @@ def spark_serve_fit_run(run: Mapping[str, Any], facts: Mapping[str, Any], policy
             "cap_bounding": CapBnd hex of /proc/self/status or None}.
     """
     if policy not in POLICIES:
-        raise AnsibleFilterError(f"host {host}: spark_serve_device_policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+        raise AnsibleFilterError(f"host {host}: spark_device_policy must be one of {', '.join(POLICIES)}, got {policy!r}")
     paths = facts.get("paths") or {}
     fitted = dict(run)
     missing: list[str] = []
@@ -89,7 +89,7 @@ def spark_serve_fit_run(run: Mapping[str, Any], facts: Mapping[str, Any], policy
         fitted["ulimits"] = kept
     if missing and policy == "require":
         raise AnsibleFilterError(f"host {host}: the serving profile needs what this host lacks: {'; '.join(missing)} "
-                                 "(install the device/runtime, or set spark_serve_device_policy=available to drop them)")
+                                 "(install the device/runtime, or set spark_device_policy=available to drop them)")
     return {"run": {k: v for k, v in fitted.items() if v != []}, "missing": missing}
 
 

@@ -1,5 +1,5 @@
 # Fabric (issue 4): roles/fabric, playbooks/fabric.yml, playbooks/fabric-restore.yml (roles/fabric/README.md).
-#   make test-fabric-lab TOPOLOGY=tp3   one lab session: converge, idempotence, check mode, verify, swapped-cable,
+#   make test-fabric-lab TOPOLOGY=tp3   one lab session: converge, idempotence, check mode, verify, device policy, swapped-cable,
 #                                       restore and serving-guard tests (molecule/fabric/), then lab-down. Serialised with every
 #                                       other lab session by flock /tmp/sparkfleet-lab.lock; waits (never tears
 #                                       down) while a lab someone else started is up (FABRIC_LAB_WAIT s).
@@ -33,7 +33,7 @@ fabric-lab-session:
 	  grep -E '^(changed|TASK)' $(BUILD)/fabric-idempotence.log | grep -B1 '^changed' ; echo "fabric: second run changed something"; exit 1; fi; \
 	echo "=== fabric check mode"; $(FABRIC_PLAYBOOK) playbooks/fabric.yml --check --diff >$(BUILD)/fabric-check.log || { tail -40 $(BUILD)/fabric-check.log; exit 1; }; \
 	if grep -E '^(dgx|localhost).*changed=[1-9]' $(BUILD)/fabric-check.log; then echo "fabric: check mode reported changes"; exit 1; fi; \
-	for step in verify swap-cables restore serving-guard; do \
+	for step in verify device-policy swap-cables restore serving-guard; do \
 	  echo "=== fabric $$step"; \
 	  $(FABRIC_PLAYBOOK) molecule/fabric/$$step.yml >$(BUILD)/fabric-$$step.log || { tail -60 $(BUILD)/fabric-$$step.log; exit 1; }; \
 	done; \

@@ -33,7 +33,7 @@ def test_require_refuses_naming_host_and_options() -> None:
         F.spark_serve_fit_run(RUN, LAB, "require", "dgx2")
     text = str(err.value)
     assert text.startswith("host dgx2:") and "no nvidia runtime" in text and "/dev/infiniband" in text
-    assert "memlock:-1:-1" in text and "IPC_LOCK" in text and "spark_serve_device_policy=available" in text
+    assert "memlock:-1:-1" in text and "IPC_LOCK" in text and "spark_device_policy=available" in text
 
 
 def test_available_drops_only_what_the_host_lacks() -> None:
@@ -43,7 +43,7 @@ def test_available_drops_only_what_the_host_lacks() -> None:
 
 
 def test_bad_policy_is_an_error() -> None:
-    with pytest.raises(AnsibleFilterError, match="host dgx1: spark_serve_device_policy must be one of"):
+    with pytest.raises(AnsibleFilterError, match="host dgx1: spark_device_policy must be one of"):
         F.spark_serve_fit_run(RUN, SPARK, "lab", "dgx1")
 
 
