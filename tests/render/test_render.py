@@ -137,9 +137,19 @@ def test_validate_refuses_bad_inventories(tmp_path: Path, change: Any, message: 
     assert not out.exists(), "render must write nothing for an invalid inventory"
 
 
+def earlier_render(out: Path, hosts: list[str], with_serve: bool) -> None:
+    """Files as an earlier render of other hosts left them (a render takes long on a shared machine)."""
+    (out / "plan.json").parent.mkdir(parents=True, exist_ok=True)
+    (out / "plan.json").write_text("{}\n")
+    for host in hosts:
+        (out / host).mkdir(exist_ok=True)
+        for name in ("netplan.yaml", "nccl.env") + (("serve.json",) if with_serve else ()):
+            (out / host / name).write_text(f"earlier {host} {name}\n")
+
+
 def test_a_refused_inventory_leaves_an_earlier_render_untouched(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    render(ROOT / "inventories" / "tp3-triangle", out)
+    earlier_render(out, ["n0", "n1", "n2"], True)
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     hosts, group = triangle_hosts(), {"spark_topology": "triangle", "spark_serve_guard_steady_interval": 60}
     result = play(write_inventory(tmp_path / "inv", hosts, group), "render.yml", "-e", f"spark_render_dir={out}")
@@ -158,7 +168,7 @@ def test_an_inventory_without_nodes_is_one_clear_line(tmp_path: Path, content: s
 
 
 def test_render_removes_the_files_of_an_earlier_render(tmp_path: Path) -> None:
-    render(ROOT / "inventories" / "tp3-triangle", tmp_path)
+    earlier_render(tmp_path, ["dgx1", "dgx2", "dgx3"], True)
     (tmp_path / "notes.txt").write_text("kept: render only removes the files it writes\n")
     plan = render(ROOT / "inventories" / "tp2-pair", tmp_path)
     written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
