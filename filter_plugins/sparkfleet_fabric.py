@@ -232,7 +232,7 @@ def _check_fabric(entry: Mapping[str, Any]) -> list[str]:
 def _path_error(key: str, value: Any, roots: Sequence[str]) -> str | None:
     if (not isinstance(value, str) or not value.startswith("/") or _NCCL_POLICY.unsafe_text(value)
             or ".." in value.split("/")):
-        return f"{key} must be an absolute path without '..' or control characters, got {value!r}"
+        return f"{key} must be an absolute path without '..', '=' or control characters, got {value!r}"
     normal = posixpath.normpath(value)
     if roots and not any(normal.startswith(root.rstrip("/") + "/") for root in roots):
         return f"{key} must be below one of {', '.join(roots)}, got {value!r}"
