@@ -5,6 +5,8 @@ and the roles compute byte-for-byte the same plan from the same inventory.
 """
 from __future__ import annotations
 
+import posixpath
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,12 +20,18 @@ _MODULE_UTILS = str(Path(__file__).resolve().parent.parent / "module_utils")
 if _MODULE_UTILS not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(_MODULE_UTILS)
 
+from ansible.module_utils import spark_memguard as _MEMGUARD  # noqa: E402
+from ansible.module_utils import spark_nccl_policy as _NCCL_POLICY  # noqa: E402
 from ansible.module_utils.spark_data import plain as _plain  # noqa: E402
 
 TOPOLOGY_SIZES: dict[str, tuple[int, int]] = {"pair": (2, 2), "triangle": (3, 3), "ring": (4, 9)}
 DEFAULT_MGMT_INTERFACE = "enP7s7"
 DEFAULT_FABRIC_PREFIX = 10
 DEFAULT_NETPLAN_RENDERER = "NetworkManager"
+NETPLAN_RENDERERS = ("NetworkManager", "networkd")
+DEFAULT_GID_INDEX = 3
+# mlx5 reports gid_tbl_len 256 for a ConnectX-7 RoCE port: slots 0-255.
+GID_TABLE_LEN = 256
 FABRIC_MTU = 9000
 
 # The DGX Spark ConnectX-7 layout (reference: hardware-and-fabric.md section 2): two QSFP ports, each
@@ -39,11 +47,36 @@ DEFAULT_PORTS: list[dict[str, Any]] = [
     ]},
 ]
 
+# Directories the model and serve stages create, fill and replace on every node: only below these roots
+# (never a root itself), so a typo cannot point them at /, /etc or /usr.
+HOST_DATA_ROOTS = ("/var/lib/sparkfleet", "/srv", "/data", "/mnt")
+HOST_PATH_KEYS = ("spark_model_dir", "spark_serve_model_dir", "spark_serve_cache_dir")
+# Directories the controller writes reports into: below the roots validate.yml passes (the checkout, home, /tmp).
+CONTROLLER_PATH_KEYS = ("spark_fabric_report_dir", "spark_doctor_report_dir")
+GUARD_KEYS = tuple(f"spark_serve_guard_{k}" for k in (
+    "startup_threshold", "startup_interval", "startup_wait", "steady_threshold", "steady_interval"))
+
 INVENTORY_KEYS = (
     "spark_rank", "spark_node_id", "ansible_host", "spark_mgmt_address", "spark_topology",
-    "spark_mgmt_interface", "spark_fabric_prefix", "spark_fabric_ports",
-)
-GROUP_KEYS = ("spark_topology", "spark_fabric_prefix", "spark_fabric_ports")
+    "spark_mgmt_interface", "spark_fabric_prefix", "spark_fabric_ports", "spark_fabric_netplan_renderer",
+    "spark_roce_gid_index", "spark_nccl_overrides",
+) + HOST_PATH_KEYS + CONTROLLER_PATH_KEYS + GUARD_KEYS
+# Cluster-wide settings and the default each host has when it does not set one.
+GROUP_KEYS: dict[str, Any] = {
+    "spark_topology": None, "spark_fabric_prefix": DEFAULT_FABRIC_PREFIX, "spark_fabric_ports": DEFAULT_PORTS,
+    "spark_fabric_netplan_renderer": DEFAULT_NETPLAN_RENDERER, "spark_roce_gid_index": DEFAULT_GID_INDEX,
+    "spark_mgmt_interface": DEFAULT_MGMT_INTERFACE,
+}
+# RFC 1123 labels: nothing that could be a path separator, '..', a quote, a space or a control character
+# once the name becomes a directory of render's output or a line of a generated file.
+_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                       r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+# Linux netdev names: at most 15 characters (IFNAMSIZ 16); RDMA device names: at most 63 (IB_DEVICE_NAME_MAX).
+# Both limited to the characters real devices use, which excludes '=', '/', spaces and control characters.
+_DEVICE_NAMES = {"netdev": re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$"),
+                 "rdma": re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")}
+_DEVICE_RULES = {"netdev": "up to 15 of A-Z a-z 0-9 _ . -", "rdma": "up to 63 of A-Z a-z 0-9 _ . -"}
+_NOT_UNICAST = (netaddr.IPNetwork("0.0.0.0/8"), netaddr.IPNetwork("127.0.0.0/8"), netaddr.IPNetwork("224.0.0.0/3"))
 
 
 def _is_int(value: Any) -> bool:
@@ -70,37 +103,56 @@ def spark_inventory(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> list[d
     return raw
 
 
+def _device_error(field: str, key: str, value: Any) -> str | None:
+    if not isinstance(value, str) or not value:
+        return f"{field} is missing '{key}'"
+    if not _DEVICE_NAMES[key].match(value):
+        return f"{field} {key} must be a device name ({_DEVICE_RULES[key]}), got {value!r}"
+    return None
+
+
+def _check_paths(field: str, port: int, paths: list[Any], names: list[str]) -> list[str]:
+    errors: list[str] = []
+    found: list[int] = []
+    for p in paths:
+        if not isinstance(p, Mapping) or not _is_int(p.get("path")):
+            errors.append(f"{field} port {port}: every path needs an integer 'path'")
+            continue
+        if p["path"] in found:
+            errors.append(f"{field} port {port} lists path {p['path']} twice")
+        found.append(p["path"])
+        for key in ("netdev", "rdma"):
+            problem = _device_error(f"{field} port {port} path {p['path']}", key, p.get(key))
+            if problem:
+                errors.append(problem)
+            else:
+                names.append(p[key])
+    if set(found) != {1, 2}:
+        errors.append(f"{field} port {port} must define paths 1 and 2, found {sorted(set(found))}")
+    return errors
+
+
 def _check_ports(host: str, ports: Any) -> list[str]:
     field = f"host {host}: spark_fabric_ports"
     if not isinstance(ports, list):
         return [f"{field} must be a list of ports, got {type(ports).__name__}"]
     errors: list[str] = []
-    seen_ports = set()
+    seen_ports: list[int] = []
     names: list[str] = []
     for i, entry in enumerate(ports):
         if not isinstance(entry, Mapping) or not _is_int(entry.get("port")):
             errors.append(f"{field}[{i}] needs an integer 'port'")
             continue
-        seen_ports.add(entry["port"])
+        if entry["port"] in seen_ports:
+            errors.append(f"{field} lists port {entry['port']} twice")
+        seen_ports.append(entry["port"])
         paths = entry.get("paths")
         if not isinstance(paths, list):
             errors.append(f"{field} port {entry['port']} needs a list 'paths'")
             continue
-        found = set()
-        for p in paths:
-            if not isinstance(p, Mapping) or not _is_int(p.get("path")):
-                errors.append(f"{field} port {entry['port']}: every path needs an integer 'path'")
-                continue
-            found.add(p["path"])
-            for key in ("netdev", "rdma"):
-                if not isinstance(p.get(key), str) or not p.get(key):
-                    errors.append(f"{field} port {entry['port']} path {p['path']} is missing '{key}'")
-                else:
-                    names.append(p[key])
-        if found != {1, 2}:
-            errors.append(f"{field} port {entry['port']} must define paths 1 and 2, found {sorted(found)}")
-    if seen_ports != {0, 1}:
-        errors.append(f"{field} must define ports 0 and 1, found {sorted(seen_ports)}")
+        errors += _check_paths(field, entry["port"], paths, names)
+    if set(seen_ports) != {0, 1}:
+        errors.append(f"{field} must define ports 0 and 1, found {sorted(set(seen_ports))}")
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         errors.append(f"{field} names a device twice: {', '.join(dupes)}")
@@ -118,10 +170,22 @@ def _check_prefix(host: str, prefix: Any) -> list[str]:
 def _check_address(host: str, field: str, value: Any) -> list[str]:
     if not isinstance(value, str) or not netaddr.valid_ipv4(value):
         return [f"host {host}: {field} must be an IPv4 address, got {value!r}"]
+    if any(netaddr.IPAddress(value) in net for net in _NOT_UNICAST):
+        return [f"host {host}: {field} must be a unicast address (not 0.0.0.0/8, loopback, multicast or "
+                f"broadcast), got {value!r}"]
     return []
 
 
-def _node_errors(entry: Mapping[str, Any]) -> list[str]:
+def _check_host_name(host: str) -> list[str]:
+    if not _HOSTNAME.match(host):
+        return [f"host {host!r}: the inventory host name must be a hostname (letters, digits and '-' in "
+                "dot-separated labels): it names render's output directory and appears in generated files"]
+    if host.lower() == "localhost" or host.lower().startswith("localhost."):
+        return [f"host {host}: localhost cannot be a cluster node (it is the controller)"]
+    return []
+
+
+def _check_identity(entry: Mapping[str, Any]) -> list[str]:
     host = entry["host"]
     errors: list[str] = []
     rank = entry.get("spark_rank")
@@ -139,19 +203,65 @@ def _node_errors(entry: Mapping[str, Any]) -> list[str]:
         errors.append(f"host {host}: spark_mgmt_address (or ansible_host) is not set")
     else:
         errors += _check_address(host, "spark_mgmt_address", mgmt)
-    topology = entry.get("spark_topology")
-    if topology not in TOPOLOGY_SIZES:
-        errors.append(f"host {host}: spark_topology must be one of {', '.join(TOPOLOGY_SIZES)}, got {topology!r}")
+    return errors
+
+
+def _check_fabric(entry: Mapping[str, Any]) -> list[str]:
+    host = entry["host"]
+    errors: list[str] = []
     iface = entry.get("spark_mgmt_interface", DEFAULT_MGMT_INTERFACE)
-    if not isinstance(iface, str) or not iface:
-        errors.append(f"host {host}: spark_mgmt_interface must be an interface name, got {iface!r}")
+    if not isinstance(iface, str) or not _DEVICE_NAMES["netdev"].match(iface):
+        errors.append(f"host {host}: spark_mgmt_interface must be an interface name "
+                      f"({_DEVICE_RULES['netdev']}), got {iface!r}")
     errors += _check_prefix(host, entry.get("spark_fabric_prefix", DEFAULT_FABRIC_PREFIX))
     ports = entry.get("spark_fabric_ports", DEFAULT_PORTS)
     errors += _check_ports(host, ports)
     if isinstance(ports, list) and iface in {p.get("netdev") for e in ports if isinstance(e, Mapping)
                                              for p in e.get("paths") or [] if isinstance(p, Mapping)}:
         errors.append(f"host {host}: spark_mgmt_interface {iface} is also a fabric netdev")
+    renderer = entry.get("spark_fabric_netplan_renderer", DEFAULT_NETPLAN_RENDERER)
+    if renderer not in NETPLAN_RENDERERS:
+        errors.append(f"host {host}: spark_fabric_netplan_renderer must be NetworkManager or networkd, got {renderer!r}")
+    gid = entry.get("spark_roce_gid_index", DEFAULT_GID_INDEX)
+    if not _is_int(gid) or not 0 <= gid < GID_TABLE_LEN:
+        errors.append(f"host {host}: spark_roce_gid_index must be an integer 0-{GID_TABLE_LEN - 1} "
+                      f"(the RoCE GID table of a ConnectX-7 port), got {gid!r}")
     return errors
+
+
+def _path_error(key: str, value: Any, roots: Sequence[str]) -> str | None:
+    if (not isinstance(value, str) or not value.startswith("/") or _NCCL_POLICY.unsafe_text(value)
+            or ".." in value.split("/")):
+        return f"{key} must be an absolute path without '..', '=' or control characters, got {value!r}"
+    normal = posixpath.normpath(value)
+    if roots and not any(normal.startswith(root.rstrip("/") + "/") for root in roots):
+        return f"{key} must be below one of {', '.join(roots)}, got {value!r}"
+    return None
+
+
+def _check_paths_and_guards(entry: Mapping[str, Any], controller_roots: Sequence[str]) -> list[str]:
+    host = entry["host"]
+    errors: list[str] = []
+    for keys, roots in ((HOST_PATH_KEYS, HOST_DATA_ROOTS), (CONTROLLER_PATH_KEYS, controller_roots)):
+        for key in keys:
+            problem = _path_error(key, entry[key], roots) if key in entry else None
+            if problem:
+                errors.append(f"host {host}: {problem}")
+    guards = {k[len("spark_serve_"):]: entry[k] for k in GUARD_KEYS if k in entry}
+    errors += [f"host {host}: spark_serve_{field} {problem}" for field, problem in _MEMGUARD.setting_errors(guards)]
+    return errors
+
+
+def _node_errors(entry: Mapping[str, Any], controller_roots: Sequence[str]) -> list[str]:
+    host = entry["host"]
+    errors = _check_host_name(host) + _check_identity(entry)
+    topology = entry.get("spark_topology")
+    if topology not in TOPOLOGY_SIZES:
+        errors.append(f"host {host}: spark_topology must be one of {', '.join(TOPOLOGY_SIZES)}, got {topology!r}")
+    errors += _check_fabric(entry)
+    errors += _NCCL_POLICY.override_errors(f"host {host}: spark_nccl_overrides", entry.get("spark_nccl_overrides", {}),
+                                           ring=topology == "ring")
+    return errors + _check_paths_and_guards(entry, controller_roots)
 
 
 def _duplicates(entries: Sequence[Mapping[str, Any]], key: str) -> dict[Any, list[str]]:
@@ -163,13 +273,25 @@ def _duplicates(entries: Sequence[Mapping[str, Any]], key: str) -> dict[Any, lis
     return {v: hosts for v, hosts in seen.items() if len(hosts) > 1}
 
 
-def _cluster_errors(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+def _group_errors(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line per host whose cluster-wide setting differs from the first host's."""
     errors: list[str] = []
-    for key in GROUP_KEYS:
-        values = {repr(e.get(key)) for e in entries}
-        if len(values) > 1:
-            errors.append(f"{key} differs between hosts ({', '.join(e['host'] for e in entries)}): "
+    first = entries[0]
+    for key, default in GROUP_KEYS.items():
+        want = first.get(key, default)
+        for e in entries[1:]:
+            have = e.get(key, default)
+            if have == want:
+                continue
+            values = "" if isinstance(have, (dict, list)) or isinstance(want, (dict, list)) else f" {have!r}"
+            theirs = f" {want!r}" if values else ""
+            errors.append(f"host {e['host']}: {key}{values} differs from host {first['host']}'s{theirs}: "
                           "it is a cluster-wide setting")
+    return errors
+
+
+def _cluster_errors(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+    errors = _group_errors(entries)
     topology = entries[0].get("spark_topology") if entries else None
     if topology in TOPOLOGY_SIZES:
         low, high = TOPOLOGY_SIZES[topology]
@@ -188,19 +310,38 @@ def _cluster_errors(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     with_mgmt = [dict(e, spark_mgmt_address=e.get("spark_mgmt_address", e.get("ansible_host"))) for e in entries]
     for value, hosts in sorted(_duplicates(with_mgmt, "spark_mgmt_address").items(), key=str):
         errors.append(f"hosts {', '.join(hosts)}: spark_mgmt_address {value} is duplicated")
+    # Two inventory hosts reaching the same machine would configure one node twice.
+    for value, hosts in sorted(_duplicates(entries, "ansible_host").items(), key=str):
+        errors.append(f"hosts {', '.join(hosts)}: ansible_host {value} is duplicated")
     return errors
 
 
-def spark_validate(raw: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Every inventory-contract error, each naming the host(s) and the variable; [] when valid."""
+def _one_line(error: str) -> str:
+    """Errors quote what the inventory holds; a newline in it must not forge a second error line."""
+    return error.replace("\n", "\\n").replace("\r", "\\r")
+
+
+def spark_validate(raw: Sequence[Mapping[str, Any]], controller_roots: Sequence[str] = ()) -> list[str]:
+    """Every inventory-contract error, each naming the host(s) and the variable; [] when valid.
+
+    controller_roots are the directories report paths must lie below (validate.yml passes them); without
+    them only the form of those paths is checked.
+    """
     if not isinstance(raw, Sequence) or isinstance(raw, str):
         raise AnsibleFilterError("spark_validate: expected the output of spark_inventory")
     if not raw:
-        return ["group spark has no hosts"]
+        return ["group spark has no hosts: the inventory defines no cluster node"]
+    roots = [str(r) for r in controller_roots if r]
     errors: list[str] = []
     for entry in raw:
-        errors += _node_errors(entry)
-    return errors + _cluster_errors(raw)
+        errors += _node_errors(entry, roots)
+    return [_one_line(e) for e in errors + _cluster_errors(raw)]
+
+
+def spark_render_files(plan: Mapping[str, Any], with_serve: bool) -> list[str]:
+    """The files render.yml writes for a plan, relative to its output directory (plan.json first)."""
+    per_node = ("netplan.yaml", "nccl.env") + (("serve.json",) if with_serve else ())
+    return ["plan.json"] + [f"{n['host']}/{name}" for n in plan.get("nodes", []) for name in per_node]
 
 
 def _nodes(raw: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -280,7 +421,7 @@ def spark_plan_node(plan: Mapping[str, Any], host: str) -> dict[str, Any]:
 
 def spark_netplan(node: Mapping[str, Any], renderer: str = DEFAULT_NETPLAN_RENDERER) -> dict[str, Any]:
     """The node's fabric netplan document as data; the management interface is never part of it."""
-    if renderer not in ("NetworkManager", "networkd"):
+    if renderer not in NETPLAN_RENDERERS:
         raise AnsibleFilterError(f"host {node.get('host')}: spark_fabric_netplan_renderer must be "
                                  f"NetworkManager or networkd, got {renderer!r}")
     ethernets: dict[str, Any] = {}
@@ -306,4 +447,5 @@ class FilterModule:
             "spark_plan": spark_plan,
             "spark_plan_node": spark_plan_node,
             "spark_netplan": spark_netplan,
+            "spark_render_files": spark_render_files,
         }

@@ -7,9 +7,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+import ansible.module_utils
 from ansible.errors import AnsibleFilterError
+
+# Controller-side plugins do not see the project's module_utils/ the way modules do: extend the package path.
+_MODULE_UTILS = str(Path(__file__).resolve().parent.parent / "module_utils")
+if _MODULE_UTILS not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(_MODULE_UTILS)
+
+from ansible.module_utils import spark_nccl_policy as _POLICY  # noqa: E402
 
 _COMMON: dict[str, str] = {
     "NCCL_NET": "IB",
@@ -78,7 +87,7 @@ PROFILES: dict[str, dict[str, str]] = {
 }
 
 ONESHOT_TOPOLOGY = {"tp2-direct": "direct", "tp3-triangle": "direct", "tp4-ring": "ring4"}
-RING_FORBIDDEN = ("NCCL_ALGO_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_GRAPH_FILE", "NCCL_TOPO_FILE")
+RING_FORBIDDEN = _POLICY.RING_FORBIDDEN
 RING_CHANNELS = {"1", "2", "4", "8"}
 
 
@@ -105,23 +114,14 @@ def _peer_hcas(node: Mapping[str, Any]) -> dict[str, list[str]]:
 
 
 def _check_overrides(host: str, profile: str, overrides: Mapping[str, Any]) -> None:
-    where = f"host {host}: spark_nccl_overrides"
-    for key, value in overrides.items():
-        if not isinstance(key, str) or not key.isupper():
-            raise AnsibleFilterError(f"{where} has an invalid variable name {key!r}")
-        if isinstance(value, (dict, list, bool)):
-            raise AnsibleFilterError(f"{where}.{key} must be a string, a number or null, got {value!r}")
-    if profile in ("tp4-ring", "ring-nccl-only"):
-        bad = [k for k in RING_FORBIDDEN if overrides.get(k) is not None]
-        if bad:
-            raise AnsibleFilterError(f"{where}: {', '.join(bad)} must not be set on a ring "
-                                     "(ranks must keep NCCL's ring in cable order)")
+    errors = _POLICY.override_errors(f"host {host}: spark_nccl_overrides", overrides,
+                                     ring=profile in ("tp4-ring", "ring-nccl-only"))
+    if errors:
+        raise AnsibleFilterError("; ".join(errors))
 
 
 def _check_env(host: str, profile: str, env: Mapping[str, str]) -> None:
     where = f"host {host}: NCCL environment ({profile})"
-    if env.get("NCCL_PROTO", "^LL128") != "^LL128":
-        raise AnsibleFilterError(f"{where}: NCCL_PROTO must be ^LL128 (LL128 is not qualified on this fabric)")
     if profile in ("tp4-ring", "ring-nccl-only"):
         low, high = env.get("NCCL_MIN_NCHANNELS"), env.get("NCCL_MAX_NCHANNELS")
         if low != high or high not in RING_CHANNELS:
@@ -135,7 +135,7 @@ def spark_nccl_env(node: Mapping[str, Any], topology: str, node_count: int,
     host = node.get("host", "?")
     if not isinstance(gid_index, int) or isinstance(gid_index, bool) or gid_index < 0:
         raise AnsibleFilterError(f"host {host}: spark_roce_gid_index must be an integer >= 0, got {gid_index!r}")
-    overrides = dict(overrides or {})
+    overrides = overrides if overrides is not None else {}
     profile = spark_nccl_profile(topology, node_count)
     _check_overrides(host, profile, overrides)
     env = dict(PROFILES[profile])

@@ -111,22 +111,10 @@ def _check_requires(host: str, requires: Any) -> None:
 
 
 def _check_guards(host: str, profile: Mapping[str, Any]) -> None:
-    thresholds = {}
-    for phase in ("startup", "steady"):
-        field = f"guard_{phase}_threshold"
-        try:
-            thresholds[phase] = _MEMGUARD.parse_size(profile[field])
-        except ValueError as exc:
-            raise _fail(host, field, str(exc)) from exc
-        interval = profile[f"guard_{phase}_interval"]
-        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0:
-            raise _fail(host, f"guard_{phase}_interval", f"must be a positive number of seconds, got {interval!r}")
-    wait = profile["guard_startup_wait"]
-    if not _is_int(wait) or wait <= 0:
-        raise _fail(host, "guard_startup_wait", f"must be a positive integer of seconds, got {wait!r}")
-    if thresholds["startup"] <= thresholds["steady"]:
-        raise _fail(host, "guard_startup_threshold", f"({profile['guard_startup_threshold']}) must be above "
-                                                     f"{PREFIX}guard_steady_threshold ({profile['guard_steady_threshold']})")
+    errors = _MEMGUARD.setting_errors(profile)
+    if errors:
+        field, problem = errors[0]
+        raise _fail(host, field, problem)
 
 
 def _check_scalars(host: str, profile: Mapping[str, Any]) -> None:

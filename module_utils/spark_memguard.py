@@ -107,6 +107,74 @@ PHASE_DEFAULTS: Dict[str, Dict[str, Any]] = {
 }
 
 
+# Bounds of a serving profile's guard settings (docs/serve-profile.md, "Memory guard bounds"). Below 1 GiB
+# the kernel's own reclaim and the OOM killer act first, so the guard would never fire before the node
+# stalls; above 1 TiB (eight times a DGX Spark's 128 GB) the value is a unit typo or an overflow and
+# would kill every start. A sample every 5 s is the slowest that still sees the head's margin above the
+# steady guard (~2.8 GiB at TP3) before a burst consumes it; the reference samples at 0.25 s and 2 s.
+# The startup guard never needs to wait longer than the engine may take to become ready (3600 s).
+THRESHOLD_FLOOR = GIB
+THRESHOLD_CEILING = 1024 * GIB
+INTERVAL_CEILING = 5.0
+WAIT_CEILING = 3600
+
+
+def _threshold_error(value: Any) -> Tuple[Optional[int], Optional[str]]:
+    try:
+        size = parse_size(value)
+    except ValueError as exc:
+        return None, str(exc)
+    if size < THRESHOLD_FLOOR:
+        return size, f"must be at least {THRESHOLD_FLOOR // GIB} GiB, got {value!r}"
+    if size > THRESHOLD_CEILING:
+        return size, f"must be at most {THRESHOLD_CEILING // GIB} GiB, got {value!r}"
+    return size, None
+
+
+def _interval_error(value: Any) -> Optional[str]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        return f"must be a positive number of seconds, got {value!r}"
+    if not value <= INTERVAL_CEILING:
+        return f"must be at most {INTERVAL_CEILING:g} seconds, got {value!r}"
+    return None
+
+
+def _wait_error(value: Any) -> Optional[str]:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        return f"must be a positive integer of seconds, got {value!r}"
+    if value > WAIT_CEILING:
+        return f"must be at most {WAIT_CEILING} seconds, got {value!r}"
+    return None
+
+
+def setting_errors(settings: Mapping[str, Any]) -> List[Tuple[str, str]]:
+    """(field, problem) for every guard setting of a serving profile that cannot protect a node.
+
+    settings holds any of guard_startup_threshold, guard_startup_interval, guard_startup_wait,
+    guard_steady_threshold and guard_steady_interval; absent ones are not checked.
+    """
+    errors: List[Tuple[str, str]] = []
+    sizes: Dict[str, Optional[int]] = {}
+    for phase in PHASES:
+        field = f"guard_{phase}_threshold"
+        if field in settings:
+            sizes[phase], problem = _threshold_error(settings[field])
+            if problem:
+                errors.append((field, problem))
+        field = f"guard_{phase}_interval"
+        problem = _interval_error(settings[field]) if field in settings else None
+        if problem:
+            errors.append((field, problem))
+    problem = _wait_error(settings["guard_startup_wait"]) if "guard_startup_wait" in settings else None
+    if problem:
+        errors.append(("guard_startup_wait", problem))
+    startup, steady = sizes.get("startup"), sizes.get("steady")
+    if startup is not None and steady is not None and startup <= steady:
+        errors.append(("guard_startup_threshold", f"({settings['guard_startup_threshold']}) must be above "
+                                                  f"spark_serve_guard_steady_threshold ({settings['guard_steady_threshold']})"))
+    return errors
+
+
 def build_config(container: str, phase: str, threshold: Any = None, interval: Optional[float] = None,
                  wait_for_container: Optional[int] = None, unit: Optional[str] = None,
                  state_dir: str = "/run/sparkfleet/memguard") -> GuardConfig:

@@ -122,6 +122,8 @@ def triangle_hosts() -> dict[str, dict[str, Any]]:
     (lambda h, g: h["n2"].update(ansible_host="10.1.0.1"), "hosts n0, n2: spark_mgmt_address 10.1.0.1 is duplicated"),
     (lambda h, g: g.update(spark_fabric_prefix=256), "host n0: spark_fabric_prefix must be a first octet"),
     (lambda h, g: g.update(spark_fabric_ports=[{"port": 0, "paths": []}]), "host n0: spark_fabric_ports port 0 must define paths 1 and 2"),
+    (lambda h, g: g.update(spark_nccl_overrides={"NCCL_DEBUG": "INFO\nLD_PRELOAD=/x.so"}),
+     "host n0: spark_nccl_overrides.NCCL_DEBUG must not contain a newline, '=' or a control character"),
 ])
 def test_validate_refuses_bad_inventories(tmp_path: Path, change: Any, message: str) -> None:
     hosts, group = triangle_hosts(), {"spark_topology": "triangle"}
@@ -133,6 +135,45 @@ def test_validate_refuses_bad_inventories(tmp_path: Path, change: Any, message: 
     out = tmp_path / "out"
     assert play(inventory, "render.yml", "-e", f"spark_render_dir={out}").returncode != 0
     assert not out.exists(), "render must write nothing for an invalid inventory"
+
+
+def earlier_render(out: Path, hosts: list[str], with_serve: bool) -> None:
+    """Files as an earlier render of other hosts left them (a render takes long on a shared machine)."""
+    (out / "plan.json").parent.mkdir(parents=True, exist_ok=True)
+    (out / "plan.json").write_text("{}\n")
+    for host in hosts:
+        (out / host).mkdir(exist_ok=True)
+        for name in ("netplan.yaml", "nccl.env") + (("serve.json",) if with_serve else ()):
+            (out / host / name).write_text(f"earlier {host} {name}\n")
+
+
+def test_a_refused_inventory_leaves_an_earlier_render_untouched(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    earlier_render(out, ["n0", "n1", "n2"], True)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    hosts, group = triangle_hosts(), {"spark_topology": "triangle", "spark_serve_guard_steady_interval": 60}
+    result = play(write_inventory(tmp_path / "inv", hosts, group), "render.yml", "-e", f"spark_render_dir={out}")
+    assert result.returncode != 0
+    assert "host n0: spark_serve_guard_steady_interval must be at most 5 seconds, got 60" in result.stdout, result.stdout
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize("content", ["---\n", "---\nspark:\n  hosts: {}\n"], ids=["empty", "no-hosts"])
+def test_an_inventory_without_nodes_is_one_clear_line(tmp_path: Path, content: str) -> None:
+    (tmp_path / "hosts.yml").write_text(content)
+    result = play(tmp_path, "validate.yml")
+    assert result.returncode != 0
+    assert "- group spark has no hosts: the inventory defines no cluster node" in result.stdout, result.stdout
+    assert "Error while resolving" not in result.stdout and "object has no element" not in result.stdout
+
+
+def test_render_removes_the_files_of_an_earlier_render(tmp_path: Path) -> None:
+    earlier_render(tmp_path, ["dgx1", "dgx2", "dgx3"], True)
+    (tmp_path / "notes.txt").write_text("kept: render only removes the files it writes\n")
+    plan = render(ROOT / "inventories" / "tp2-pair", tmp_path)
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    hosts = [n["host"] for n in plan["nodes"]]
+    assert written == sorted(["notes.txt", "plan.json"] + [f"{h}/{f}" for h in hosts for f in ("netplan.yaml", "nccl.env")])
 
 
 def test_render_requires_an_output_directory() -> None:

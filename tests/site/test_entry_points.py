@@ -73,10 +73,16 @@ def test_fabric_playbooks_run_the_specs_of_their_entry_points() -> None:
 
 
 def test_wrong_typed_fabric_variables_are_refused_by_the_spec() -> None:
-    result = play("playbooks/fabric.yml", "-e", "spark_fabric_ping_count=many",
-                  "-e", "spark_fabric_netplan_renderer=wicked")
+    result = play("playbooks/fabric.yml", "-e", "spark_fabric_ping_count=many")
     out = result.stdout + result.stderr
     assert result.returncode != 0, out
     assert "Validating arguments against arg spec 'prepare'" in out
     assert "argument 'spark_fabric_ping_count' is of type str" in out
-    assert "spark_fabric_netplan_renderer" in out and "wicked" in out
+
+
+def test_an_unknown_netplan_renderer_is_refused_by_validate_before_any_node() -> None:
+    result = play("playbooks/fabric.yml", "-e", "spark_fabric_netplan_renderer=wicked")
+    out = result.stdout + result.stderr
+    assert result.returncode != 0, out
+    assert "spark_fabric_netplan_renderer must be NetworkManager or networkd, got 'wicked'" in out
+    assert "Validating arguments against arg spec" not in out

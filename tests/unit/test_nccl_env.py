@@ -106,6 +106,9 @@ def test_ring_refuses_forbidden_variables(key: str) -> None:
     ({"NCCL_PROTO": "LL,LL128,Simple"}, "NCCL_PROTO must be \\^LL128"),
     ({"nccl_debug": "INFO"}, "invalid variable name"),
     ({"NCCL_DEBUG": ["INFO"]}, "NCCL_DEBUG must be a string, a number or null"),
+    ({"NCCL_DEBUG": "INFO\nLD_PRELOAD=/x.so"}, "NCCL_DEBUG must not contain a newline, '=' or a control character"),
+    ({"LD_PRELOAD": "/x.so"}, "invalid variable name 'LD_PRELOAD' \\(only NCCL_, TORCH_NCCL_, SPARKNET_"),
+    ({"NCCL_PROTO": None}, "NCCL_PROTO cannot be removed: every profile requires it"),
 ])
 def test_bad_overrides(overrides: dict[str, Any], message: str) -> None:
     with pytest.raises(AnsibleFilterError, match=message):

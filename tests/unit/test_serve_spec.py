@@ -284,6 +284,9 @@ def test_a_4k_profile_accepts_4k_hosts_without_the_saver(tp3: dict[str, Any]) ->
     (lambda p: p.update(guard_steady_threshold="6GiB"),
      "host dgx1: spark_serve_guard_startup_threshold (5GiB) must be above spark_serve_guard_steady_threshold (6GiB)"),
     (lambda p: p.update(guard_steady_interval=0), "host dgx1: spark_serve_guard_steady_interval must be a positive number"),
+    (lambda p: p.update(guard_steady_threshold="256MiB"), "host dgx1: spark_serve_guard_steady_threshold must be at least 1 GiB"),
+    (lambda p: p.update(guard_startup_interval=60), "host dgx1: spark_serve_guard_startup_interval must be at most 5 seconds"),
+    (lambda p: p.update(guard_startup_wait=86400), "host dgx1: spark_serve_guard_startup_wait must be at most 3600 seconds"),
     (lambda p: p.update(nodes="3"), "host dgx1: spark_serve_nodes must be an integer >= 2, got '3'"),
     (lambda p: p.update(launch_enabled="yes"), "host dgx1: spark_serve_launch_enabled must be true or false"),
 ])

@@ -380,3 +380,18 @@ def test_sample_taken_while_stopping_never_kills() -> None:
 @pytest.mark.parametrize("began,now,expected", [(10.0, 10.0, 0.25), (10.0, 10.1, 0.15), (10.0, 10.4, 0.0)])
 def test_sampling_keeps_its_cadence(began: float, now: float, expected: float) -> None:
     assert mg.next_sleep(0.25, began, now) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("settings,expected", [
+    ({"guard_startup_threshold": "5GiB", "guard_startup_interval": 0.25, "guard_startup_wait": 120,
+      "guard_steady_threshold": "3GiB", "guard_steady_interval": 2}, []),
+    ({"guard_steady_threshold": "1GiB", "guard_steady_interval": 5}, []),
+    ({"guard_steady_threshold": "1023MiB"}, [("guard_steady_threshold", "must be at least 1 GiB, got '1023MiB'")]),
+    ({"guard_startup_threshold": "2TiB"}, [("guard_startup_threshold", "must be at most 1024 GiB, got '2TiB'")]),
+    ({"guard_steady_interval": 5.5}, [("guard_steady_interval", "must be at most 5 seconds, got 5.5")]),
+    ({"guard_steady_interval": True}, [("guard_steady_interval", "must be a positive number of seconds, got True")]),
+    ({"guard_startup_wait": 3601}, [("guard_startup_wait", "must be at most 3600 seconds, got 3601")]),
+    ({"guard_startup_wait": 0}, [("guard_startup_wait", "must be a positive integer of seconds, got 0")]),
+])
+def test_guard_setting_bounds(settings: Dict[str, Any], expected: List[Tuple[str, str]]) -> None:
+    assert mg.setting_errors(settings) == expected
