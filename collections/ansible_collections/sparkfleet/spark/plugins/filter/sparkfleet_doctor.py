@@ -2,21 +2,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-import ansible.module_utils
 from ansible.errors import AnsibleFilterError
 
-_MODULE_UTILS = str(Path(__file__).resolve().parents[3] / "module_utils")
-
-# Controller-side plugins do not see the project's module_utils/ the way modules do; extend the package path
-# once (as filter_plugins/sparkfleet_serve.py does) and use the shared pure logic from there.
-if _MODULE_UTILS not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(_MODULE_UTILS)
-
-from ansible.module_utils import spark_doctor as _DOCTOR  # noqa: E402
-from ansible.module_utils.spark_data import plain as _plain  # noqa: E402
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_doctor as _DOCTOR
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_data import plain as _plain
 
 
 def spark_doctor_report(nodes: Mapping[str, Any], context: Mapping[str, Any], generated: str) -> dict[str, Any]:

@@ -6,19 +6,12 @@ and the roles compute byte-for-byte the same plan from the same inventory.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-import ansible.module_utils
 import netaddr
 from ansible.errors import AnsibleFilterError
 
-# Controller-side plugins do not see the project's module_utils/ the way modules do: extend the package path.
-_MODULE_UTILS = str(Path(__file__).resolve().parent.parent / "module_utils")
-if _MODULE_UTILS not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(_MODULE_UTILS)
-
-from ansible.module_utils.spark_data import plain as _plain  # noqa: E402
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_data import plain as _plain
 
 TOPOLOGY_SIZES: dict[str, tuple[int, int]] = {"pair": (2, 2), "triangle": (3, 3), "ring": (4, 9)}
 DEFAULT_MGMT_INTERFACE = "enP7s7"

@@ -10,20 +10,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-import ansible.module_utils
 from ansible.errors import AnsibleFilterError
 
-# Controller-side plugins do not see the project's module_utils/ the way modules do: extend the package path
-# (as sparkfleet_fabric.py and tests/testlib.py do) and import the shared pure logic from there.
-_MODULE_UTILS = str(Path(__file__).resolve().parent.parent / "module_utils")
-if _MODULE_UTILS not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(_MODULE_UTILS)
-
-from ansible.module_utils import spark_memguard as _MEMGUARD  # noqa: E402
-from ansible.module_utils.spark_data import plain as _plain  # noqa: E402
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_memguard as _MEMGUARD
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_data import plain as _plain
 
 PREFIX = "spark_serve_"
 PROFILE_KEYS = (

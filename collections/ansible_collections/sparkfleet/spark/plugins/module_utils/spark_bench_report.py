@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from ansible.module_utils.spark_bench_stats import is_regression, welch, direction
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_stats import is_regression, welch, direction
 
 SCHEMA = "sparkfleet-bench/1"
 # metric -> higher is better; only these take part in the regression rule (the reference gates on

@@ -14,8 +14,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from ansible.module_utils.spark_bench_report import (SCHEMA, comparable_points, verdict, verdict_reasons,
-                                                     write_json_atomic)
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_report import (
+    SCHEMA, comparable_points, verdict, verdict_reasons, write_json_atomic)
 
 VERDICTS = ("pass", "fail", "regression")
 STAMP = re.compile(r"^\d{8}T\d{6}Z$")

@@ -24,14 +24,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator, Optional, Sequence
 
-from ansible.module_utils.spark_bench_client import BenchClient, RequestResult
-from ansible.module_utils.spark_bench_metrics import (Peaks, deltas, foreign_traffic, is_idle, parse_prometheus,
-                                                      prefix_hit_rate, spec_decode)
-from ansible.module_utils.spark_bench_prompts import (ADMISSION_TAIL, DECODE_CASES, NEEDLE_PHRASE, NEEDLE_QUESTION,
-                                                      PREFILL_TAIL, QUALITY_PROMPT, REASONING_OFF, check_quality,
-                                                      needle_haystack, nonce_prefix, prompts_sha256, text_of_chars)
-from ansible.module_utils.spark_bench_report import compare, new_report, verdict, write_outputs
-from ansible.module_utils.spark_bench_stats import converged, summarize
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import BenchClient, RequestResult
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_metrics import (
+    Peaks, deltas, foreign_traffic, is_idle, parse_prometheus, prefix_hit_rate, spec_decode)
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_prompts import (
+    ADMISSION_TAIL, DECODE_CASES, NEEDLE_PHRASE, NEEDLE_QUESTION, PREFILL_TAIL, QUALITY_PROMPT, REASONING_OFF,
+    check_quality, needle_haystack, nonce_prefix, prompts_sha256, text_of_chars)
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_report import (
+    compare, new_report, verdict, write_outputs)
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_stats import converged, summarize
 
 SUITE_ORDER = ("quality", "decode", "prefill", "prefix", "admission", "needle")
 QUICK = ("quality", "decode")
@@ -430,7 +431,7 @@ class Runner:
             self.report["comparison"] = compare(self.report, self.baseline, self.cfg.tolerance, self.cfg.compare)
         self.save()
         try:
-            from ansible.module_utils.spark_bench_plots import write_plots
+            from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_plots import write_plots
 
             self.report["plots"] = write_plots(self.out_dir, self.report, self.baseline)
         except ImportError as exc:

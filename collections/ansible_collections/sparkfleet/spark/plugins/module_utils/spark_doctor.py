@@ -18,7 +18,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible.module_utils.spark_serve_ready import ContainerState, container_problem, parse_container_state
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_serve_ready import (
+    ContainerState, container_problem, parse_container_state)
 
 SCHEMA = "sparkfleet-doctor/1"
 OK, FAIL, SKIPPED = "ok", "fail", "skipped"

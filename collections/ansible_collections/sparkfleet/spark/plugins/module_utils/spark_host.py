@@ -12,7 +12,7 @@ import re
 import resource
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ansible.module_utils.spark_gid import read_attribute
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_gid import read_attribute
 
 RunResult = Tuple[int, str, str]
 Runner = Callable[[List[str]], RunResult]

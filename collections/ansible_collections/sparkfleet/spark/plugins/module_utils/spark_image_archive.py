@@ -15,7 +15,7 @@ import tarfile
 import tempfile
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-from ansible.module_utils.spark_image import ImageError, save_members_to_skip
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_image import ImageError, save_members_to_skip
 
 Runner = Callable[[List[str]], Tuple[int, str, str]]
 

@@ -17,7 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
-from ansible.module_utils.spark_files import atomic_write_text, read_text_if_exists, sha256_file, sha256_text
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_files import (
+    atomic_write_text, read_text_if_exists, sha256_file, sha256_text)
 
 MANIFEST_KIND = "sparkfleet-model-manifest"
 STAMP_KIND = "sparkfleet-model-stamp"

@@ -20,9 +20,9 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 try:
-    from ansible.module_utils.spark_memguard import (
-        ABSENT, RUNNING, STOPPED, STOPPED_BY_SIGNAL, GuardConfig, Observation, WatchState, advance,
-        decide, journal_line, kill_line, mem_available, next_sleep, should_write, status_document)
+    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_memguard import (
+        ABSENT, RUNNING, STOPPED, STOPPED_BY_SIGNAL, GuardConfig, Observation, WatchState, advance, decide,
+        journal_line, kill_line, mem_available, next_sleep, should_write, status_document)
 except ImportError:  # on the node: run as a program next to its copy of spark_memguard.py
     from spark_memguard import (  # type: ignore[no-redef]
         ABSENT, RUNNING, STOPPED, STOPPED_BY_SIGNAL, GuardConfig, Observation, WatchState, advance,

@@ -24,8 +24,8 @@ import urllib.request
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 try:
-    from ansible.module_utils import spark_memguard as memguard
-    from ansible.module_utils import spark_serve_supervise as sup
+    from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_memguard as memguard
+    from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_serve_supervise as sup
 except ImportError:  # on the node: next to its copies of spark_serve_supervise.py and spark_memguard.py
     import spark_memguard as memguard  # type: ignore[no-redef]
     import spark_serve_supervise as sup  # type: ignore[no-redef]

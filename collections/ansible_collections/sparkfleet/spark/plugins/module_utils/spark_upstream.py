@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible.module_utils.spark_files import atomic_write_text, feed_file
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_files import atomic_write_text, feed_file
 
 RunResult = Tuple[int, str, str]
 # run(argv, cwd, env_update) -> (rc, stdout, stderr); argv is always a list, never a shell string.

@@ -171,7 +171,8 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible.module_utils.spark_bench_suites import BenchConfig, plan, run_bench, validate  # noqa: E402
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import (  # noqa: E402
+    BenchConfig, plan, run_bench, validate)
 
 ARGS: dict[str, Any] = {
     "url": {"type": "str", "required": True},

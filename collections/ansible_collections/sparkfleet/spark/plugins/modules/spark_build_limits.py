@@ -26,7 +26,7 @@ options:
     type: int
   proc_root: {description: Root of procfs (tests point it at a fixture tree)., type: path, default: /proc}
   node: {description: Name used in messages; defaults to the host name., type: str}
-extends_documentation_fragment: [spark_read_only]
+extends_documentation_fragment: [sparkfleet.spark.spark_read_only]
 """
 
 EXAMPLES = r"""
@@ -50,8 +50,8 @@ import os
 import socket
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.spark_image import BuildLimits, build_jobs
-from ansible.module_utils.spark_memguard import mem_available
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_image import BuildLimits, build_jobs
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_memguard import mem_available
 
 
 def main() -> None:

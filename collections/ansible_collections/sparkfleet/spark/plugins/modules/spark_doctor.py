@@ -41,7 +41,7 @@ options:
   docker_bin:
     description: Docker CLI; found on C(PATH) when not given. Without one the container is reported as not inspected.
     type: path
-extends_documentation_fragment: [spark_read_only]
+extends_documentation_fragment: [sparkfleet.spark.spark_read_only]
 """
 
 EXAMPLES = r"""
@@ -91,9 +91,10 @@ import os
 from typing import Any, Dict, List
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.spark_doctor import parse_container, parse_sm_clock, unit_state
-from ansible.module_utils.spark_host import C_LOCALE
-from ansible.module_utils.spark_gid import read_attribute
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_doctor import (
+    parse_container, parse_sm_clock, unit_state)
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_host import C_LOCALE
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_gid import read_attribute
 
 
 def _rdma(sys_root: str) -> List[str]:

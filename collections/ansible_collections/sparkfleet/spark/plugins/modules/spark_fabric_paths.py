@@ -42,7 +42,7 @@ options:
     description: Fail when any path is broken; when false the result still carries C(ok=false).
     type: bool
     default: true
-extends_documentation_fragment: [spark_read_only]
+extends_documentation_fragment: [sparkfleet.spark.spark_read_only]
 requirements:
   - iputils ping
 """
@@ -88,7 +88,8 @@ paths:
 from typing import Any, Dict, List, Optional
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.spark_fabric_probe import PingResult, parse_ping, path_verdict, ping_command
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_fabric_probe import (
+    PingResult, parse_ping, path_verdict, ping_command)
 
 
 def _probe(module: AnsibleModule, ping: str, path: Dict[str, Any], size: int) -> PingResult:

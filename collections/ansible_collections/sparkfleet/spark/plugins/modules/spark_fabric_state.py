@@ -26,7 +26,7 @@ options:
     description: Fail when the live state differs from the plan; when false the result still carries C(ok=false).
     type: bool
     default: false
-extends_documentation_fragment: [spark_read_only]
+extends_documentation_fragment: [sparkfleet.spark.spark_read_only]
 requirements:
   - iproute2 with JSON output (C(ip -j))
 """
@@ -64,7 +64,7 @@ interfaces:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.spark_fabric_probe import fabric_drift, parse_ip_address
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_fabric_probe import fabric_drift, parse_ip_address
 
 
 def main() -> None:

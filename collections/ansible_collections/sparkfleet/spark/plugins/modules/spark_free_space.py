@@ -34,7 +34,7 @@ options:
   node:
     description: Name used in messages (the inventory host name); defaults to the host name.
     type: str
-extends_documentation_fragment: [spark_read_only]
+extends_documentation_fragment: [sparkfleet.spark.spark_read_only]
 """
 
 EXAMPLES = r"""
@@ -60,7 +60,8 @@ import os
 import socket
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.spark_disk import DiskError, free_from_statvfs, nearest_existing, space_verdict
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_disk import (
+    DiskError, free_from_statvfs, nearest_existing, space_verdict)
 
 
 def main() -> None:

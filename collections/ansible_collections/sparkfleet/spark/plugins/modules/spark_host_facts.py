@@ -47,7 +47,7 @@ options:
   dkms_module:
     description: Only report C(dkms status) lines of this DKMS package, for example C(dgx-spark-memory-saver).
     type: str
-extends_documentation_fragment: [spark_read_only]
+extends_documentation_fragment: [sparkfleet.spark.spark_read_only]
 attributes:
   facts:
     support: full
@@ -194,7 +194,7 @@ unavailable:
 from typing import List, Optional, Tuple
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.spark_host import C_LOCALE, HostIO, gather
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_host import C_LOCALE, HostIO, gather
 
 
 def main() -> None:

@@ -82,8 +82,8 @@ kept_bytes: {description: Bytes of the members kept, returned: mode=thin, type: 
 from typing import List, Tuple
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.spark_image import ImageError
-from ansible.module_utils.spark_image_archive import save_image, write_thin
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_image import ImageError
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_image_archive import save_image, write_thin
 
 
 def main() -> None:

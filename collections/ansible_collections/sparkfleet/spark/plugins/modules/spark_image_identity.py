@@ -45,7 +45,7 @@ options:
   docker_bin:
     description: Docker CLI to run; found on C(PATH) when not given.
     type: path
-extends_documentation_fragment: [spark_read_only]
+extends_documentation_fragment: [sparkfleet.spark.spark_read_only]
 notes:
   - Reads only; RV(changed) is always false.
 """
@@ -95,7 +95,8 @@ import socket
 from typing import List, Tuple
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.spark_image import ImageError, layer_chains, node_problems, read_node_image
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_image import (
+    ImageError, layer_chains, node_problems, read_node_image)
 
 C_LOCALE = {"LC_ALL": "C", "LANG": "C"}
 

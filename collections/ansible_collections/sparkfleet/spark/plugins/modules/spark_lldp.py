@@ -28,7 +28,7 @@ options:
     description: Fail when any port differs from the plan; when false the result still carries C(ok=false).
     type: bool
     default: true
-extends_documentation_fragment: [spark_read_only]
+extends_documentation_fragment: [sparkfleet.spark.spark_read_only]
 requirements:
   - lldpd running on this node and on its peers (C(lldpctl) on the PATH)
 notes:
@@ -93,7 +93,8 @@ from dataclasses import asdict
 from typing import Any, Dict
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.spark_lldp import compare_cabling, parse_expect, parse_lldpctl_json0
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_lldp import (
+    compare_cabling, parse_expect, parse_lldpctl_json0)
 
 
 def main() -> None:

@@ -212,12 +212,12 @@ from types import ModuleType
 from typing import Any, Dict, List, Optional
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils import spark_memguard as memguard
-from ansible.module_utils import spark_memguard_watch as watch
-from ansible.module_utils.spark_memguard import (
-    CONFIRM, INSTALL, REMOVE_PROGRAM, REMOVE_STATE, RESET, START, STOP, GuardConfig, Plan, UnitStatus,
-    build_config, confirmation, describe, other_guard_files, parse_status_document, parse_systemctl_show,
-    plan_guard, systemd_run_argv, unit_file)
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_memguard as memguard
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_memguard_watch as watch
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_memguard import (
+    CONFIRM, INSTALL, REMOVE_PROGRAM, REMOVE_STATE, RESET, START, STOP, GuardConfig, Plan, UnitStatus, build_config,
+    confirmation, describe, other_guard_files, parse_status_document, parse_systemctl_show, plan_guard,
+    systemd_run_argv, unit_file)
 
 PROGRAM = "memguard.py"
 LIBRARY = "spark_memguard.py"

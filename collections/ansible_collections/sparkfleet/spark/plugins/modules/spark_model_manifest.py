@@ -122,7 +122,8 @@ import os
 import socket
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.spark_manifest import DEFAULT_MANIFEST, DEFAULT_STAMP, ManifestError, create, verify
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_manifest import (
+    DEFAULT_MANIFEST, DEFAULT_STAMP, ManifestError, create, verify)
 
 
 def main() -> None:

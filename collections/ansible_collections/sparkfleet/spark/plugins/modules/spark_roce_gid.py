@@ -50,7 +50,7 @@ options:
     description: Fail the task when any device is not ok; when false the result still carries C(ok=false).
     type: bool
     default: true
-extends_documentation_fragment: [spark_read_only]
+extends_documentation_fragment: [sparkfleet.spark.spark_read_only]
 notes:
   - Reference rule and formats are in hardware-and-fabric section 6.
 """
@@ -130,7 +130,8 @@ devices:
 from typing import Any, Dict
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.spark_gid import Expectation, check_device, parse_expectation, summarise
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_gid import (
+    Expectation, check_device, parse_expectation, summarise)
 
 
 def _expectations(module: AnsibleModule) -> Dict[str, Expectation]:

@@ -58,7 +58,7 @@ options:
   name:
     description: How RV(problems) name this rank (the inventory host); defaults to the node's hostname.
     type: str
-extends_documentation_fragment: [spark_read_only]
+extends_documentation_fragment: [sparkfleet.spark.spark_read_only]
 notes:
   - Needs the docker CLI, C(ss) and C(systemctl) on the node.
 """
@@ -138,8 +138,9 @@ import os
 from typing import Any, Dict, List, Tuple
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.spark_host import Facts, HostIO, probe_driver_running, probe_kernel, probe_uvm
-from ansible.module_utils.spark_serve_probe import (
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_host import (
+    Facts, HostIO, probe_driver_running, probe_kernel, probe_uvm)
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_serve_probe import (
     container_summary, guard_summary, host_subset, parse_containers, parse_image, parse_runtimes, parse_unit,
     rank_problems, ss_filter)
 

@@ -123,8 +123,8 @@ import urllib.request
 from typing import Any, Dict, Optional, Tuple
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.spark_memguard import next_sleep
-from ansible.module_utils.spark_serve_ready import (
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_memguard import next_sleep
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_serve_ready import (
     DEAD, GUARD_SETTLE_S, ContainerState, GuardState, guard_may_lag, guard_problem, guard_state, log_excerpt,
     models_ready, not_started_yet, parse_container_state, parse_guard_status, rank_problems, verdict)
 

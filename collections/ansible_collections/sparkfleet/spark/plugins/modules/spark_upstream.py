@@ -139,7 +139,8 @@ import os
 from typing import Dict, List, Optional, Tuple
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.spark_upstream import GitIO, UpstreamError, prepare, validate_entry
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_upstream import (
+    GitIO, UpstreamError, prepare, validate_entry)
 
 
 def main() -> None:
