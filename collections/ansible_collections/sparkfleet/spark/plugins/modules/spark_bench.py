@@ -127,7 +127,7 @@ attributes:
 
 EXAMPLES = r"""
 - name: Quick benchmark of the head's endpoint
-  spark_bench:
+  sparkfleet.spark.spark_bench:
     url: http://10.0.1.71:8000
     model: deepseek-v4.1-flash
     output_dir: /srv/bench/20261129T120000Z

@@ -31,7 +31,7 @@ extends_documentation_fragment: [sparkfleet.spark.spark_read_only]
 
 EXAMPLES = r"""
 - name: image_build | Check memory and bound compile jobs
-  spark_build_limits:
+  sparkfleet.spark.spark_build_limits:
     floor_gib: "{{ spark_image_build_mem_floor_gib }}"
     node: "{{ inventory_hostname }}"
   register: spark_image_build_limits

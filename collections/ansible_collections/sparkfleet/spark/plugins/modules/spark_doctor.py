@@ -46,7 +46,7 @@ extends_documentation_fragment: [sparkfleet.spark.spark_read_only]
 
 EXAMPLES = r"""
 - name: Doctor | Read devices, units, the serving container and the GPU clock
-  spark_doctor:
+  sparkfleet.spark.spark_doctor:
     container: dsv41-karmic-kraken
   register: doctor_probe
 """

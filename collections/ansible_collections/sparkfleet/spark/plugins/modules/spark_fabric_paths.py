@@ -49,7 +49,7 @@ requirements:
 
 EXAMPLES = r"""
 - name: fabric | Probe every path at 8972 bytes, don't fragment
-  spark_fabric_paths:
+  sparkfleet.spark.spark_fabric_paths:
     paths:
       - {netdev: enp1s0f0np0, peer_host: dgx2, peer_netdev: enp1s0f1np1, peer_address: 10.12.1.2}
     fail_on_error: false

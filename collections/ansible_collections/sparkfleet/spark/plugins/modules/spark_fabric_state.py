@@ -33,7 +33,7 @@ requirements:
 
 EXAMPLES = r"""
 - name: fabric | Compare the live fabric with the plan
-  spark_fabric_state:
+  sparkfleet.spark.spark_fabric_state:
     interfaces:
       - {netdev: enp1s0f0np0, address: 10.12.1.1/24}
   register: spark_fabric_state

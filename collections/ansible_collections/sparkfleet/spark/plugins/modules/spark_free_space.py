@@ -39,7 +39,7 @@ extends_documentation_fragment: [sparkfleet.spark.spark_read_only]
 
 EXAMPLES = r"""
 - name: model | Check free disk space before the fan-out
-  spark_free_space:
+  sparkfleet.spark.spark_free_space:
     path: "{{ spark_model_dir }}"
     needed_bytes: "{{ spark_model_manifest_data.total_size }}"
     margin_bytes: "{{ spark_model_free_margin_gib * 1073741824 }}"

@@ -59,7 +59,7 @@ notes:
 
 EXAMPLES = r"""
 - name: host_baseline | Gather host facts
-  spark_host_facts:
+  sparkfleet.spark.spark_host_facts:
     mok_certificate: /root/.local/share/dgx-spark-fan-control/keys/MOK.der
     dkms_module: dgx-spark-memory-saver
 

@@ -56,14 +56,14 @@ attributes:
 
 EXAMPLES = r"""
 - name: image_distribute | Save the image once on the builder
-  spark_image_archive:
+  sparkfleet.spark.spark_image_archive:
     mode: save
     image: "{{ spark_image_tag }}"
     image_id: "{{ spark_image_build_id }}"
     path: /var/lib/sparkfleet/images/{{ spark_image_build_id | replace('sha256:', '') }}.tar
 
 - name: image_distribute | Derive the thin archive for one rank
-  spark_image_archive:
+  sparkfleet.spark.spark_image_archive:
     mode: thin
     src: /var/lib/sparkfleet/images/{{ spark_image_build_id | replace('sha256:', '') }}.tar
     path: /var/lib/sparkfleet/images/{{ item.to }}.tar

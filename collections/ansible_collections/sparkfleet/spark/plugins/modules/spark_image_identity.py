@@ -52,7 +52,7 @@ notes:
 
 EXAMPLES = r"""
 - name: image_distribute | Read the image identity on every rank
-  spark_image_identity:
+  sparkfleet.spark.spark_image_identity:
     image: "{{ spark_image_tag }}"
     expected_id: "{{ spark_image_build_id }}"
     expected_labels: "{{ spark_image_labels }}"

@@ -37,7 +37,7 @@ notes:
 
 EXAMPLES = r"""
 - name: fabric | Read the LLDP neighbours of every fabric port
-  spark_lldp:
+  sparkfleet.spark.spark_lldp:
     expect:
       enp1s0f0np0: {host: dgx2, port: enp1s0f1np1}
       enp1s0f1np1: dgx3:enp1s0f0np0

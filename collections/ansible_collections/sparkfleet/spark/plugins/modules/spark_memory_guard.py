@@ -105,7 +105,7 @@ notes:
 
 EXAMPLES = r"""
 - name: serve | Arm the startup guard before the container exists
-  spark_memory_guard:
+  sparkfleet.spark.spark_memory_guard:
     container: dsv41-karmic-kraken
     phase: startup
     threshold: 5GiB
@@ -114,19 +114,19 @@ EXAMPLES = r"""
   register: spark_serve_guard
 
 - name: serve | Switch to the steady guard after the API answered
-  spark_memory_guard:
+  sparkfleet.spark.spark_memory_guard:
     container: dsv41-karmic-kraken
     phase: steady
     threshold: 3 GiB
     interval: 2
 
 - name: serve | Stop the guard before stopping the container
-  spark_memory_guard:
+  sparkfleet.spark.spark_memory_guard:
     container: dsv41-karmic-kraken
     state: disarmed
 
 - name: serve | Remove every trace of the guard
-  spark_memory_guard:
+  sparkfleet.spark.spark_memory_guard:
     container: dsv41-karmic-kraken
     state: absent
 """

@@ -77,13 +77,13 @@ attributes:
 
 EXAMPLES = r"""
 - name: model | Write the manifest of the downloaded model
-  spark_model_manifest:
+  sparkfleet.spark.spark_model_manifest:
     mode: create
     path: /var/lib/sparkfleet/models/deepseek-v4.1-flash
     revision: dba1be0a40aa45a94ad051997016db3960a90277
 
 - name: model | Verify the model on every rank (hashes on the first sync)
-  spark_model_manifest:
+  sparkfleet.spark.spark_model_manifest:
     mode: verify
     path: /var/lib/sparkfleet/models/deepseek-v4.1-flash
     expected_revision: dba1be0a40aa45a94ad051997016db3960a90277

@@ -57,7 +57,7 @@ notes:
 
 EXAMPLES = r"""
 - name: fabric | Check GID index 3 on every planned RDMA device
-  spark_roce_gid:
+  sparkfleet.spark.spark_roce_gid:
     devices: [rocep1s0f0, roceP2p1s0f0]
     expect:
       rocep1s0f0: 10.12.1.1/24
@@ -65,7 +65,7 @@ EXAMPLES = r"""
   register: spark_fabric_gid
 
 - name: fabric | Report GIDs without failing (doctor)
-  spark_roce_gid:
+  sparkfleet.spark.spark_roce_gid:
     devices: [rocep1s0f1]
     subnets:
       rocep1s0f1: 10.13.1.0/24

@@ -65,7 +65,7 @@ notes:
 
 EXAMPLES = r"""
 - name: Serve | Probe every rank in one call
-  spark_serve_probe:
+  sparkfleet.spark.spark_serve_probe:
     image: vllm-ds41f-kkref:04c30fa98e79-r6
     container: dsv41-karmic-kraken
     paths: [/dev/infiniband]

@@ -77,7 +77,7 @@ attributes:
 
 EXAMPLES = r"""
 - name: serve | Watch every rank and poll the head's API
-  spark_serve_ready:
+  sparkfleet.spark.spark_serve_ready:
     url: http://10.0.1.71:8000/v1/models
     model: deepseek-v4.1-flash
     container: dsv41-karmic-kraken

@@ -92,7 +92,7 @@ notes:
 
 EXAMPLES = r"""
 - name: image_build | Prepare upstream sources
-  spark_upstream:
+  sparkfleet.spark.spark_upstream:
     name: "{{ item.name }}"
     repository: "{{ item.repository }}"
     commit: "{{ item.commit }}"
