@@ -1,7 +1,7 @@
-#!/usr/bin/env python3
 """sparkfleet-bench: the spark_bench module's benchmark, by hand (same options as the playbook variables,
 without the `spark_bench_` prefix). Needs only the standard library; with matplotlib (the repo's .venv)
-it also draws plots.
+it also draws plots. Run as `python -m ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_cli`
+with the collections directory on PYTHONPATH (what bin/sparkfleet-bench does).
 
 Exit status: 0 pass, 1 fail (abort, failed request, failed or unfinished suite, unforeseen error, stopped by
 SIGINT or SIGTERM; the report is written either way), 3 regression, 2 bad options.
@@ -13,13 +13,8 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-import ansible.module_utils  # noqa: E402  (module_utils are imported the way Ansible merges them)
-
-if str(ROOT / "module_utils") not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(str(ROOT / "module_utils"))
-
-from ansible.module_utils.spark_bench_suites import BenchConfig, plan, run_bench, validate  # noqa: E402
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import (
+    BenchConfig, plan, run_bench, validate)
 
 EXIT = {"pass": 0, "fail": 1, "regression": 3}
 
