@@ -11,7 +11,7 @@ description:
     transfer per node instead of a dozen.
   - Host facts serve compares (kernel release, page size and flavour, memory-saver packing, running driver)
     with the probes of C(spark_host_facts) (module_utils/spark_host.py).
-  - The serving image (C(docker image inspect)): present, ID and labels.
+  - "The serving image (C(docker image inspect)): present, ID and labels."
   - What the run options need, namely the Docker runtimes (C(docker info)), which of O(paths) exist, the
     locked-memory limit and capability bounding set a container started from here would inherit
     (C(/proc/self/limits), C(/proc/self/status), parsed by the role's filters).

@@ -14,7 +14,7 @@ description:
     otherwise C(pending) after O(slice) seconds, so the caller can compare every rank and start the next slice.
   - Never fails on these outcomes (the play decides for the whole group, naming dead ranks); fails only on bad
     arguments or a missing docker CLI.
-  - Keeps the polling cadence: the time a poll takes comes off the sleep.
+  - "Keeps the polling cadence: the time a poll takes comes off the sleep."
 version_added: "0.1.0"
 author: sparkfleet
 options:
