@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-from ansible.module_utils.spark_bench_metrics import parse_prometheus
-from ansible.module_utils.spark_bench_report import new_report
-from ansible.module_utils.spark_bench_schedule import promote, prometheus_textfile, prune_history, write_textfile
-from ansible.module_utils.spark_bench_stats import summarize
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_metrics import parse_prometheus
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_report import new_report
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_schedule import (
+    promote, prometheus_textfile, prune_history, write_textfile)
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_stats import summarize
 
 from conftest import MODEL, Standin
 from testlib import ROOT

@@ -9,9 +9,9 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from testlib import ROOT, load_source
 
-from ansible.module_utils.spark_image import content_tag, identity_labels
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_image import content_tag, identity_labels
 
-FILTERS = load_source("filter_plugins", "sparkfleet_image").FilterModule().filters()
+FILTERS = load_source("filter", "sparkfleet_image").FilterModule().filters()
 LOCK = [
     {"name": "vllm", "repository": "/srv/vllm", "commit": "c" * 40, "patches": ["vllm/0001.patch"],
      "patchset_sha256": "1" * 64, "tree": "a" * 40},

@@ -14,7 +14,8 @@ from typing import Any, Iterator
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+from testlib import COLLECTION, ROOT
+
 PLAYBOOK = ROOT / ".venv" / "bin" / "ansible-playbook"
 ENV = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
            ANSIBLE_STDOUT_CALLBACK="default")
@@ -35,8 +36,8 @@ def _tasks(node: Any) -> Iterator[dict[str, Any]]:
 
 def role_calls() -> list[tuple[str, str, str]]:
     """(file, role, entry point as written) for every role import or include in the project."""
-    files = [ROOT / "site.yml", *ROOT.glob("playbooks/**/*.yml"), *ROOT.glob("roles/*/tasks/*.yml"),
-             *ROOT.glob("roles/*/handlers/*.yml")]
+    files = [ROOT / "site.yml", *ROOT.glob("playbooks/**/*.yml"), *COLLECTION.glob("roles/*/tasks/*.yml"),
+             *COLLECTION.glob("roles/*/handlers/*.yml")]
     calls = []
     for path in files:
         for task in _tasks(yaml.safe_load(path.read_text())):
@@ -48,7 +49,7 @@ def role_calls() -> list[tuple[str, str, str]]:
 
 
 def entry_points(role: str) -> set[str]:
-    spec = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())
+    spec = yaml.safe_load((COLLECTION / "roles" / role / "meta" / "argument_specs.yml").read_text())
     return set(spec["argument_specs"])
 
 
