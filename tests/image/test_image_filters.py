@@ -52,8 +52,8 @@ def test_plan_and_mismatches() -> None:
 
 
 def test_filters_load_under_ansible() -> None:
-    """The filter file resolves module_utils/spark_image.py by itself when Ansible loads it."""
-    expr = "{{ lock | spark_image_tag('sparkfleet/vllm', 'r6') }}"
+    """Ansible finds the collection's filter by FQCN and the filter imports module_utils/spark_image.py."""
+    expr = "{{ lock | sparkfleet.spark.spark_image_tag('sparkfleet/vllm', 'r6') }}"
     proc = subprocess.run(
         [str(ROOT / ".venv" / "bin" / "ansible"), "localhost", "-i", "localhost,", "-c", "local", "-m", "debug",
          "-a", f"msg={expr}", "-e", json.dumps({"lock": LOCK})],

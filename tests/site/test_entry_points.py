@@ -16,6 +16,8 @@ import yaml
 
 from testlib import COLLECTION, ROOT
 
+NAMESPACE = "sparkfleet.spark."
+
 PLAYBOOK = ROOT / ".venv" / "bin" / "ansible-playbook"
 ENV = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
            ANSIBLE_STDOUT_CALLBACK="default")
@@ -44,7 +46,8 @@ def role_calls() -> list[tuple[str, str, str]]:
             for key in ROLE_KEYS:
                 if isinstance(task.get(key), dict):
                     args = task[key]
-                    calls.append((str(path.relative_to(ROOT)), args["name"], str(args.get("tasks_from", "main"))))
+                    role = args["name"].removeprefix(NAMESPACE)
+                    calls.append((str(path.relative_to(ROOT)), role, str(args.get("tasks_from", "main"))))
     return calls
 
 
@@ -61,6 +64,7 @@ def play(*args: str) -> subprocess.CompletedProcess[str]:
 def test_every_role_call_names_an_entry_point_with_a_spec() -> None:
     calls = role_calls()
     assert any(role == "fabric" for _, role, _ in calls), "the scan found no role call"
+    assert all((COLLECTION / "roles" / role).is_dir() for _, role, _ in calls), "call the collection's roles by FQCN"
     wrong = [(f, role, entry) for f, role, entry in calls if entry not in entry_points(role)]
     assert wrong == [], "call entry points by name (no .yml) and give each one an argument spec"
 
