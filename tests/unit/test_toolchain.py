@@ -5,7 +5,6 @@ import configparser
 import json
 import re
 import subprocess
-from pathlib import Path
 
 import yaml
 
