@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from testlib import COLLECTION, ROOT
+from testlib import COLLECTION
 
 ROLES = sorted(path.name for path in (COLLECTION / "roles").iterdir() if (path / "defaults" / "main.yml").is_file())
 
