@@ -1,6 +1,6 @@
 """The doctor: judge what every node reported against the plan, the pins and each other (no I/O).
 
-Two halves. The probe parsers turn what `library/spark_doctor.py` read on a node (device nodes, sysfs
+Two halves. The probe parsers turn what `plugins/modules/spark_doctor.py` read on a node (device nodes, sysfs
 parameters, `systemctl show`, `docker inspect`, `nvidia-smi`) into plain values. The evaluation takes one
 observation per node (the results of spark_host_facts, spark_doctor, spark_fabric_state, spark_fabric_paths,
 spark_roce_gid, spark_image_identity, spark_model_manifest and spark_memory_guard in check mode) plus the

@@ -1,4 +1,4 @@
-"""Pure logic of the serve role's one-call rank probe (library/spark_serve_probe.py), free of I/O.
+"""Pure logic of the serve role's one-call rank probe (plugins/modules/spark_serve_probe.py), free of I/O.
 
 A start used to ask every rank a dozen questions, one Ansible round trip each (host facts, image, runtimes,
 paths, limits, containers, ports, guard). The module now asks them all in one call; this file turns the raw

@@ -1,6 +1,6 @@
 """Pure logic of the serving readiness watch: what one rank's container, guard and the head's API say.
 
-Every rank runs the watch at once (library/spark_serve_ready.py). Each one polls the head's /v1/models and
+Every rank runs the watch at once (plugins/modules/spark_serve_ready.py). Each one polls the head's /v1/models and
 checks its own container and memory guard at the same cadence, and returns when the API answers, when its
 own rank is dead, at the overall deadline, or at the end of a short slice (so the controller can compare all
 ranks and fail the group fast, naming the dead one). No I/O here.
