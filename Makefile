@@ -80,7 +80,7 @@ demo: setup lab-image ## The main job on the lab: TOPOLOGY (tp3|tp4) lab, site.y
 	  -e spark_fabric_report_dir=$(BUILD)/demo/$(TOPOLOGY)/reports
 	@echo "== [3/4] the quick bench against the head (points as they finish)"
 	rm -rf $(BUILD)/demo/$(TOPOLOGY)/bench
-	$(PY) bin/sparkfleet-bench --url http://$$(awk '/spark_mgmt_address/ {print $$2; exit}' $(LAB_STATE)/$(TOPOLOGY)/inventory/hosts.yml):8000 \
+	SPARKFLEET_PYTHON=$(PY) bin/sparkfleet-bench --url http://$$(awk '/spark_mgmt_address/ {print $$2; exit}' $(LAB_STATE)/$(TOPOLOGY)/inventory/hosts.yml):8000 \
 	  --output-dir $(BUILD)/demo/$(TOPOLOGY)/bench
 	@echo "== [4/4] reports"
 	@echo "bench report:  $(BUILD)/demo/$(TOPOLOGY)/bench/bench.json (summary.md, points.csv beside it)"

@@ -20,8 +20,9 @@ $(BENCHY_VENV)/.installed:
 
 bench-client: setup $(BENCHY_VENV)/.installed ## Our bench client vs llama-benchy on the stand-in (TTFT/tok/s error, CPU)
 	@# pip byte-compiled llama-benchy; compile ours too, or every run pays for it (PYTHONDONTWRITEBYTECODE may be set)
-	$(PY) -m compileall -q $(ROOT)/module_utils $(ROOT)/tests/bench $(ROOT)/tests/unit/conftest.py
-	$(PY) tests/bench/compare_clients.py compare --benchy-venv $(BENCHY_VENV) --work $(BENCH_BUILD) \
+	$(PY) -m compileall -q $(ROOT)/collections/ansible_collections/sparkfleet/spark/plugins/module_utils $(ROOT)/tests/bench \
+	  $(ROOT)/tests/unit/conftest.py
+	PYTHONPATH=$(ROOT)/tests:$(ROOT)/collections $(PY) tests/bench/compare_clients.py compare --benchy-venv $(BENCHY_VENV) --work $(BENCH_BUILD) \
 	  --streams $(BENCH_STREAMS) --runs $(BENCH_RUNS)
 
 test-bench: setup ## Only the bench tests (stand-in on loopback, ~1-2 min)

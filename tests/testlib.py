@@ -12,18 +12,16 @@ from typing import Any, Iterator
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-
-# Ansible merges the project's module_utils/ into ansible.module_utils at run time; mimic that.
-import ansible.module_utils  # noqa: E402
-
-_MU = str(ROOT / "module_utils")
-if _MU not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(_MU)
+# The in-repo collection; pytest.ini puts collections/ on the path, so its Python imports as
+# ansible_collections.sparkfleet.spark.* the way Ansible's collection loader names it at run time.
+COLLECTION = ROOT / "collections" / "ansible_collections" / "sparkfleet" / "spark"
+PLUGIN_KINDS = ("modules", "filter", "module_utils")
 
 
 def load_source(kind: str, name: str) -> ModuleType:
-    """Import library/<name>.py or filter_plugins/<name>.py as a standalone module."""
-    path = ROOT / kind / f"{name}.py"
+    """Import plugins/<kind>/<name>.py of the collection (kind modules, filter, module_utils), or <kind>/<name>.py
+    of the repository, as a fresh standalone module."""
+    path = (COLLECTION / "plugins" / kind if kind in PLUGIN_KINDS else ROOT / kind) / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"sparkfleet_{kind}_{name}", path)
     assert spec and spec.loader, path
     module = importlib.util.module_from_spec(spec)
@@ -46,7 +44,7 @@ class ModuleFail(ModuleExit):
 
 @pytest.fixture
 def run_module(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """Run library/<name>.py main() with arguments; return (failed, result)."""
+    """Run the collection's plugins/modules/<name>.py main() with arguments; return (failed, result)."""
     from ansible.module_utils import basic
     from ansible.module_utils.testing import patch_module_args
 
@@ -60,7 +58,7 @@ def run_module(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     monkeypatch.setattr(basic.AnsibleModule, "fail_json", _fail)
 
     def _run(name: str, args: dict[str, Any], check_mode: bool = False) -> tuple[bool, dict[str, Any]]:
-        module = load_source("library", name)
+        module = load_source("modules", name)
         full = dict(args)
         if check_mode:
             full["_ansible_check_mode"] = True

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
+COLLECTION = ROOT / "collections" / "ansible_collections" / "sparkfleet" / "spark"
 PLAYBOOK = ROOT / ".venv" / "bin" / "ansible-playbook"
 SSH_DIR = "/var/lib/sparkfleet/ssh"
 
@@ -32,7 +33,7 @@ def log(msg: str) -> None:
 
 
 def spark_image() -> Any:
-    spec = importlib.util.spec_from_file_location("spark_image", ROOT / "module_utils" / "spark_image.py")
+    spec = importlib.util.spec_from_file_location("spark_image", COLLECTION / "plugins" / "module_utils" / "spark_image.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     sys.modules["spark_image"] = module

@@ -38,6 +38,7 @@ import yaml
 LABEL = "sparkfleet.lab"
 PREFIX = "sparkfleet"
 ROOT = Path(__file__).resolve().parents[2]
+COLLECTION = ROOT / "collections" / "ansible_collections" / "sparkfleet" / "spark"
 CGROUP_ENV = "SPARK_LAB_CGROUP"
 LLDP_FWD_MASK = 1 << 0x0E
 LOCK_FILE = Path(os.environ.get("SPARK_LAB_LOCK", "/run/lock/sparkfleet-lab.lock"))
@@ -283,7 +284,7 @@ def lab_lock() -> Iterator[None]:
 
 def render_inputs_hash(inventory: Path) -> str:
     """Hash of everything the rendered plan depends on: the inventory and the planning code."""
-    paths = [inventory, ROOT / "filter_plugins", ROOT / "templates", ROOT / "playbooks" / "render.yml",
+    paths = [inventory, COLLECTION / "plugins" / "filter", COLLECTION / "templates", ROOT / "playbooks" / "render.yml",
              ROOT / "playbooks" / "validate.yml"]
     digest = hashlib.sha256()
     for base in paths:

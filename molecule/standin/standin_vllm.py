@@ -3,12 +3,10 @@
 
 Runs with the standard library plus aiohttp >= 3.8 (Debian bookworm's python3-aiohttp is enough).
 """
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from standin_vllm.entry import main  # noqa: E402
+# Run as a script, Python puts this file's (symlink-resolved) directory first on the path: the package beside it.
+from standin_vllm.entry import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -37,8 +37,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-# Run as a script: its own folder for conftest (the stand-in), tests/ for the shared testlib conftest imports.
-sys.path[:0] = [str(HERE), str(HERE.parent)]
+# Run as a script (make bench-client): its own folder comes first on the path for conftest (the stand-in), and the
+# target puts tests/ (testlib) and collections/ (the bench library) on PYTHONPATH, which its child runs inherit.
 
 MODEL = "sparkfleet/standin-flash"
 BOOK_URL = "http://127.0.0.1:9/sparkfleet-offline-book.txt"  # never fetched: the cache file is pre-filled
@@ -65,8 +65,7 @@ def _cpu_children() -> float:
 
 def _book_text() -> str:
     """Local 'real text' for llama-benchy's corpus (the same source our prefill suite uses)."""
-    import ansible.module_utils  # noqa: F401  (module_utils path set up below)
-    from ansible.module_utils.spark_bench_prompts import source_text
+    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_prompts import source_text
 
     return source_text(400_000, 0)
 
@@ -93,9 +92,9 @@ def prepare_benchy(work: Path, venv: Path) -> dict[str, str]:
 async def _measure(url: str, streams: int, runs: int, tg: int) -> dict[str, Any]:
     import random
 
-    from ansible.module_utils.spark_bench_client import BenchClient
-    from ansible.module_utils.spark_bench_prompts import filler_text, nonce_prefix
-    from ansible.module_utils.spark_bench_suites import decode_window_tps
+    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import BenchClient
+    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_prompts import filler_text, nonce_prefix
+    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import decode_window_tps
 
     rng = random.Random(0)
     measured: list[dict[str, Any]] = []
@@ -122,10 +121,7 @@ async def _measure(url: str, streams: int, runs: int, tg: int) -> dict[str, Any]
 
 
 def run_ours_child(args: argparse.Namespace) -> None:
-    import ansible.module_utils
-
-    ansible.module_utils.__path__.append(str(ROOT / "module_utils"))
-    import ansible.module_utils.spark_bench_suites  # noqa: F401  (start-up cost measured apart)
+    import ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites  # noqa: F401  (start-up cost measured apart)
 
     usage = resource.getrusage(resource.RUSAGE_SELF)
     start_cpu = usage.ru_utime + usage.ru_stime
@@ -173,7 +169,7 @@ def _trace(url: str) -> dict[str, dict[str, Any]]:
 def _ideal(record: dict[str, Any]) -> Any:
     """What a client with no delay at all would have recorded: every token stamped with the start of the
     server write that carried it (the stand-in's write_log)."""
-    from ansible.module_utils.spark_bench_client import RequestResult
+    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import RequestResult
 
     times: list[float] = []
     done = 0
@@ -187,7 +183,7 @@ def _ideal(record: dict[str, Any]) -> Any:
 def _server_rate(records: list[dict[str, Any]]) -> float | None:
     """The rate our metric gives on the ideal client's stamps: per-stream decode rate for one stream,
     else the all-streams decode window (same function as the bench)."""
-    from ansible.module_utils.spark_bench_suites import decode_window_tps
+    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import decode_window_tps
 
     ideal = [_ideal(r) for r in records]
     return ideal[0].decode_tps if len(ideal) == 1 else decode_window_tps(ideal)
@@ -382,9 +378,6 @@ def main() -> None:
     if args.cmd == "ours":
         run_ours_child(args)
     else:
-        import ansible.module_utils
-
-        ansible.module_utils.__path__.append(str(ROOT / "module_utils"))
         main_compare(args)
 
 

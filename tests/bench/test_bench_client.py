@@ -9,7 +9,8 @@ import socket
 from typing import Awaitable, Callable
 
 import pytest
-from ansible.module_utils.spark_bench_client import BenchClient, RequestResult, _Response, _SseSink, _Stream
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import (
+    BenchClient, RequestResult, _Response, _SseSink, _Stream)
 
 
 def _event(delta: dict[str, str], finish: str | None = None) -> bytes:

@@ -6,7 +6,7 @@ from ansible.errors import AnsibleFilterError
 
 from testlib import load_source
 
-head_url = load_source("filter_plugins", "sparkfleet_bench").spark_bench_head_url
+head_url = load_source("filter", "sparkfleet_bench").spark_bench_head_url
 
 HOSTVARS = {"dgx1": {"spark_rank": 0, "ansible_host": "10.0.1.71"},
             "dgx2": {"spark_rank": 1, "ansible_host": "10.0.1.72"}}

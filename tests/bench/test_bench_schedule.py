@@ -13,13 +13,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-from ansible.module_utils.spark_bench_metrics import parse_prometheus
-from ansible.module_utils.spark_bench_report import new_report
-from ansible.module_utils.spark_bench_schedule import promote, prometheus_textfile, prune_history, write_textfile
-from ansible.module_utils.spark_bench_stats import summarize
+import yaml
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_metrics import parse_prometheus
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_report import new_report
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_schedule import (
+    promote, prometheus_textfile, prune_history, write_textfile)
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_stats import summarize
 
 from conftest import MODEL, Standin
-from testlib import ROOT
+from testlib import COLLECTION, ROOT
 
 SAMPLE = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_]+="([^"\\]|\\.)*",?)*\})? -?[0-9.e+-]+(inf)?$')
 
@@ -68,11 +70,27 @@ def test_prune_and_promote(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "b" / "base.json").read_text())["verdict"] == "pass"
 
 
+def _install(tmp_path: Path) -> Path:
+    """The node's install directory as the role lays it out: the runner in bin/, the library files the role lists
+    at their collection package path under lib/ (the unit's PYTHONPATH)."""
+    role = COLLECTION / "roles" / "bench_schedule"
+    role_vars = yaml.safe_load((role / "vars" / "main.yml").read_text())
+    package = "lib/ansible_collections/sparkfleet/spark/plugins/module_utils"
+    assert role_vars["bench_schedule_library_dir"].endswith(f"}}}}/{package}")
+    install = tmp_path / "install"
+    (install / "bin").mkdir(parents=True)
+    (install / package).mkdir(parents=True)
+    shutil.copy2(role / "files" / "sparkfleet-bench-scheduled", install / "bin")
+    for name in role_vars["bench_schedule_module_utils"]:
+        shutil.copy2(COLLECTION / "plugins" / "module_utils" / name, install / package / name)
+    return install
+
+
 def _render(tmp_path: Path, url: str) -> Path:
     out = tmp_path / "rendered"
     out.mkdir()
     extra = {"bench_schedule_test_dir": str(out), "spark_bench_schedule_url": url,
-             "spark_bench_schedule_model": MODEL, "spark_bench_schedule_install_dir": str(ROOT),
+             "spark_bench_schedule_model": MODEL, "spark_bench_schedule_install_dir": str(_install(tmp_path)),
              "spark_bench_schedule_python": sys.executable, "spark_bench_schedule_config": str(out / "bench-schedule.json"),
              "spark_bench_schedule_history_dir": str(tmp_path / "history"),
              "spark_bench_schedule_baseline": str(tmp_path / "state" / "baseline.json"),

@@ -16,15 +16,19 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
-from ansible.module_utils import spark_bench_report as rp
-from ansible.module_utils.spark_bench_schedule import promote
-from ansible.module_utils.spark_bench_stats import summarize
-from ansible.module_utils.spark_bench_suites import BenchConfig, Runner, run_bench, validate
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_bench_report as rp
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_schedule import promote
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_stats import summarize
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import (
+    BenchConfig, Runner, run_bench, validate)
 
-from testlib import ROOT
+from testlib import COLLECTION, ROOT
 
-BENCH = [sys.executable, str(ROOT / "bin" / "sparkfleet-bench")]
-SCHEDULED = [sys.executable, str(ROOT / "bin" / "sparkfleet-bench-scheduled")]
+# The CLI through its checkout wrapper; the scheduled runner the way its unit starts it on a node (the bench
+# library importable from PYTHONPATH).
+BENCH = ["env", f"SPARKFLEET_PYTHON={sys.executable}", str(ROOT / "bin" / "sparkfleet-bench")]
+SCHEDULED = ["env", f"PYTHONPATH={ROOT / 'collections'}", sys.executable,
+             str(COLLECTION / "roles" / "bench_schedule" / "files" / "sparkfleet-bench-scheduled")]
 MODELS_OK = json.dumps({"object": "list", "data": [{"id": "m", "object": "model", "max_model_len": 4096}]})
 
 

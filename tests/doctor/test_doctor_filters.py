@@ -1,4 +1,4 @@
-"""The role's filters (roles/doctor/filter_plugins/sparkfleet_doctor.py) wrap module_utils/spark_doctor.py."""
+"""The role's filters (plugins/filter/sparkfleet_doctor.py) wrap module_utils/spark_doctor.py."""
 from __future__ import annotations
 
 import pytest
@@ -8,7 +8,7 @@ from ansible.utils.unsafe_proxy import wrap_var
 from testlib import load_source
 from test_spark_doctor import LAB_CONTEXT, cluster, context, lab
 
-FILTERS = load_source("roles/doctor/filter_plugins", "sparkfleet_doctor").FilterModule().filters()
+FILTERS = load_source("filter", "sparkfleet_doctor").FilterModule().filters()
 
 
 def test_report_and_table_from_templated_data() -> None:

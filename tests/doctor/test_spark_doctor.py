@@ -8,8 +8,7 @@ from typing import Any, Callable, Dict, List
 
 import pytest
 
-import testlib  # noqa: F401  (puts the project's module_utils on ansible.module_utils' path)
-from ansible.module_utils import spark_doctor as doc
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_doctor as doc
 
 HOSTS = ("dgx1", "dgx2", "dgx3")
 IMAGE_ID = "sha256:" + "a" * 64

@@ -1,4 +1,4 @@
-"""library/spark_doctor.py in check mode against a fixture sysfs tree and stand-in docker, systemctl and
+"""plugins/modules/spark_doctor.py in check mode against a fixture sysfs tree and stand-in docker, systemctl and
 nvidia-smi executables (test doubles on PATH)."""
 from __future__ import annotations
 

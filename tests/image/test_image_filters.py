@@ -9,9 +9,9 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from testlib import ROOT, load_source
 
-from ansible.module_utils.spark_image import content_tag, identity_labels
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_image import content_tag, identity_labels
 
-FILTERS = load_source("filter_plugins", "sparkfleet_image").FilterModule().filters()
+FILTERS = load_source("filter", "sparkfleet_image").FilterModule().filters()
 LOCK = [
     {"name": "vllm", "repository": "/srv/vllm", "commit": "c" * 40, "patches": ["vllm/0001.patch"],
      "patchset_sha256": "1" * 64, "tree": "a" * 40},
@@ -52,8 +52,8 @@ def test_plan_and_mismatches() -> None:
 
 
 def test_filters_load_under_ansible() -> None:
-    """The filter file resolves module_utils/spark_image.py by itself when Ansible loads it."""
-    expr = "{{ lock | spark_image_tag('sparkfleet/vllm', 'r6') }}"
+    """Ansible finds the collection's filter by FQCN and the filter imports module_utils/spark_image.py."""
+    expr = "{{ lock | sparkfleet.spark.spark_image_tag('sparkfleet/vllm', 'r6') }}"
     proc = subprocess.run(
         [str(ROOT / ".venv" / "bin" / "ansible"), "localhost", "-i", "localhost,", "-c", "local", "-m", "debug",
          "-a", f"msg={expr}", "-e", json.dumps({"lock": LOCK})],

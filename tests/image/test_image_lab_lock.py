@@ -8,9 +8,9 @@ from typing import Any, Dict, List
 import yaml
 from testlib import ROOT, load_source
 
-from ansible.module_utils.spark_upstream import patchset_sha256
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_upstream import patchset_sha256
 
-FILTERS = load_source("filter_plugins", "sparkfleet_image").FilterModule().filters()
+FILTERS = load_source("filter", "sparkfleet_image").FilterModule().filters()
 SCRIPT = ROOT / "molecule" / "image" / "files" / "make-lab-upstreams.sh"
 
 

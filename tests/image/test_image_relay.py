@@ -7,9 +7,9 @@ import pytest
 from testlib import load_source
 
 from ansible.errors import AnsibleFilterError
-from ansible.module_utils.spark_image import relay_waves
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_image import relay_waves
 
-FILTERS = load_source("filter_plugins", "sparkfleet_image").FilterModule().filters()
+FILTERS = load_source("filter", "sparkfleet_image").FilterModule().filters()
 LAYERS = ["base", "mid", "top"]
 RING = [[{"from": "dgx1", "to": "dgx2"}, {"from": "dgx1", "to": "dgx4"}], [{"from": "dgx2", "to": "dgx3"}]]
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from ansible.module_utils.spark_image import GIB, BuildLimits, build_jobs
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_image import GIB, BuildLimits, build_jobs
 
 REFERENCE = BuildLimits()
 

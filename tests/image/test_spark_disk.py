@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 
-from ansible.module_utils.spark_disk import (
-    GIB, DiskError, free_from_statvfs, human_bytes, nearest_existing, required_bytes, space_verdict,
-)
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_disk import (
+    GIB, DiskError, free_from_statvfs, human_bytes, nearest_existing, required_bytes, space_verdict)
 
 
 def test_human_bytes() -> None:

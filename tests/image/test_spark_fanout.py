@@ -8,7 +8,8 @@ from typing import Any, Dict, List
 import pytest
 from conftest import FIXTURES
 
-from ansible.module_utils.spark_fanout import FanoutError, cable_addresses, fanout_waves
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_fanout import (
+    FanoutError, cable_addresses, fanout_waves)
 
 TRIANGLE = json.loads((FIXTURES / "plan-tp3-triangle.json").read_text())["nodes"]
 RING = json.loads((FIXTURES / "plan-tp4-ring.json").read_text())["nodes"]

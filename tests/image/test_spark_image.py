@@ -8,10 +8,9 @@ from typing import Any, Dict, List, Tuple
 import pytest
 from conftest import FIXTURES
 
-from ansible.module_utils.spark_image import (
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_image import (
     ImageError, conflict_message, content_tag, distribution_plan, identity_digest, identity_labels, image_mismatches,
-    is_missing_image, lock_identity, mismatch_message, parse_inspect, save_members_to_skip, shared_prefix,
-)
+    is_missing_image, lock_identity, mismatch_message, parse_inspect, save_members_to_skip, shared_prefix)
 
 TREES = {"vllm": "a00a6b07" + "0" * 32, "b12x": "1a647a31" + "1" * 32, "nccl": "6af10aa7" + "2" * 32}
 PATCHSETS = {"vllm": "3" * 64, "b12x": "4" * 64, "nccl": "5" * 64}

@@ -10,7 +10,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 from conftest import FIXTURES
 
-from ansible.module_utils.spark_image_archive import is_skipped, link_target, protected_roots, skip_roots
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_image_archive import (
+    is_skipped, link_target, protected_roots, skip_roots)
 
 MANIFEST = json.loads((FIXTURES / "docker-save-manifest.json").read_text())
 LAYERS = MANIFEST[0]["Layers"]

@@ -9,9 +9,8 @@ from typing import Any, Dict
 
 import pytest
 
-from ansible.module_utils.spark_manifest import (
-    FileInfo, ManifestError, Problem, build_manifest, extra_files, parse_manifest, reusable_hashes, size_problems,
-)
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_manifest import (
+    FileInfo, ManifestError, Problem, build_manifest, extra_files, parse_manifest, reusable_hashes, size_problems)
 
 REV = "dba1be0a40aa45a94ad051997016db3960a90277"
 BIG = 6 * 1024 * 1024 + 123  # several 1 MiB chunks plus a tail

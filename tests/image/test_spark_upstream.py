@@ -9,9 +9,8 @@ from typing import Any, Dict
 import pytest
 from conftest import Upstream, git, subprocess_runner
 
-from ansible.module_utils.spark_upstream import (
-    GitIO, UpstreamError, patchset_sha256, prepare, validate_entry,
-)
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_upstream import (
+    GitIO, UpstreamError, patchset_sha256, prepare, validate_entry)
 
 
 def lock(up: Upstream, dest: Path, **over: Any) -> Dict[str, Any]:

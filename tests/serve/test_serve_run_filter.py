@@ -1,4 +1,4 @@
-"""Fitting a serve spec's docker run options to what a host has (filter_plugins/sparkfleet_serve_run.py)."""
+"""Fitting a serve spec's docker run options to what a host has (plugins/filter/sparkfleet_serve_run.py)."""
 from __future__ import annotations
 
 from typing import Any
@@ -8,7 +8,7 @@ from ansible.errors import AnsibleFilterError
 
 from testlib import load_source
 
-F = load_source("filter_plugins", "sparkfleet_serve_run")
+F = load_source("filter", "sparkfleet_serve_run")
 RUN: dict[str, Any] = {
     "network_mode": "host",
     "device_requests": [{"driver": "nvidia", "count": -1, "capabilities": [["gpu"]]}],

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ansible.module_utils import spark_serve_probe as probe
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_serve_probe as probe
 
 IMAGE_DOC = {"Id": "sha256:abc", "Config": {"Labels": {"local.spark3.vllm.tree": "20c7c758"}}}
 

@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from ansible.module_utils import spark_serve_ready as ready
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_serve_ready as ready
 
 MODELS = json.dumps({"object": "list", "data": [{"id": "deepseek-v4.1-flash", "object": "model"}]})
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ansible.module_utils import spark_serve_supervise as sup
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_serve_supervise as sup
 
 RUNNING = [sup.Seen("dgx1", sup.RUNNING), sup.Seen("dgx2", sup.RUNNING), sup.Seen("dgx3", sup.RUNNING)]
 DEAD_WORKER = [sup.Seen("dgx1", sup.RUNNING), sup.Seen("dgx2", sup.STOPPED, 137, "exited"), sup.Seen("dgx3", sup.RUNNING)]
@@ -115,7 +115,7 @@ def test_ssh_pins_host_keys_and_quotes_the_remote_command() -> None:
 
 
 def test_history_survives_a_restart_of_the_supervisor(tmp_path: Path) -> None:
-    from ansible.module_utils import spark_serve_supervisor as program
+    from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_serve_supervisor as program
     path = str(tmp_path / "state" / "history.json")
     assert program.load_history(path) == []
     program.save_history(path, [1.5, 2.5])

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
+ROLES = ROOT / "collections" / "ansible_collections" / "sparkfleet" / "spark" / "roles"
 PLAYBOOK = ROOT / ".venv" / "bin" / "ansible-playbook"
 ENV = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
            ANSIBLE_STDOUT_CALLBACK="default", ANSIBLE_DEPRECATION_WARNINGS="0")
@@ -25,13 +26,13 @@ SETTLE = "device-policy.yml"
 CONSUMERS = ("host_baseline", "kernel", "nvidia_driver", "memory_saver", "fabric", "serve", "doctor")
 
 
-ROLE_CALL = re.compile(r"ansible\.builtin\.(?:import|include)_role:\s*\n\s*name:\s*(\w+)")
+ROLE_CALL = re.compile(r"ansible\.builtin\.(?:import|include)_role:\s*\n\s*name:\s*(?:sparkfleet\.spark\.)?(\w+)")
 TASK_FILE = re.compile(r"ansible\.builtin\.(?:import|include)_tasks:\s*(tasks/[\w-]+\.yml)")
 
 
 def _roles_named(play: dict[str, Any]) -> set[str]:
     """Roles a play runs: roles:, import_role/include_role in its tasks or in the playbooks/tasks/ files it includes."""
-    found = {r["role"] if isinstance(r, dict) else r for r in play.get("roles") or []}
+    found = {(r["role"] if isinstance(r, dict) else r).removeprefix("sparkfleet.spark.") for r in play.get("roles") or []}
     text = yaml.safe_dump(play)
     texts = [text, *((ROOT / "playbooks" / name).read_text() for name in TASK_FILE.findall(text))]
     return found | {role for t in texts for role in ROLE_CALL.findall(t)}
@@ -61,15 +62,15 @@ def test_every_playbook_running_a_consumer_settles_the_policy_first() -> None:
 
 
 def test_no_role_defaults_the_policy_and_every_consumer_declares_it() -> None:
-    for path in sorted(ROOT.glob("roles/*/defaults/main.yml")):
+    for path in sorted(ROLES.glob("*/defaults/main.yml")):
         assert "spark_device_policy" not in (yaml.safe_load(path.read_text()) or {}), path
     for role in CONSUMERS:
-        specs = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+        specs = yaml.safe_load((ROLES / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
         option = specs["main"]["options"]["spark_device_policy"]
         assert option["required"] is True and option["choices"] == ["require", "available"], role
         assert option["type"] == "str" and "default" not in option, role
     gone = ("spark_host_is_container", "spark_serve_device_policy", "spark_doctor_device_policy")
-    files = [*ROOT.glob("roles/**/*.yml"), *ROOT.glob("playbooks/**/*.yml"), *ROOT.glob("molecule/**/*.yml"),
+    files = [*ROLES.glob("**/*.yml"), *ROOT.glob("playbooks/**/*.yml"), *ROOT.glob("molecule/**/*.yml"),
              *ROOT.glob("molecule/**/*.j2"), *ROOT.glob("inventories/**/*.yml"), ROOT / "site.yml"]
     assert [str(p.relative_to(ROOT)) for p in files if any(name in p.read_text() for name in gone)] == []
 

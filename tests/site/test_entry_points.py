@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-from pathlib import Path
 from typing import Any, Iterator
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+from testlib import COLLECTION, ROOT
+
+NAMESPACE = "sparkfleet.spark."
+
 PLAYBOOK = ROOT / ".venv" / "bin" / "ansible-playbook"
 ENV = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
            ANSIBLE_STDOUT_CALLBACK="default")
@@ -35,20 +37,21 @@ def _tasks(node: Any) -> Iterator[dict[str, Any]]:
 
 def role_calls() -> list[tuple[str, str, str]]:
     """(file, role, entry point as written) for every role import or include in the project."""
-    files = [ROOT / "site.yml", *ROOT.glob("playbooks/**/*.yml"), *ROOT.glob("roles/*/tasks/*.yml"),
-             *ROOT.glob("roles/*/handlers/*.yml")]
+    files = [ROOT / "site.yml", *ROOT.glob("playbooks/**/*.yml"), *COLLECTION.glob("roles/*/tasks/*.yml"),
+             *COLLECTION.glob("roles/*/handlers/*.yml")]
     calls = []
     for path in files:
         for task in _tasks(yaml.safe_load(path.read_text())):
             for key in ROLE_KEYS:
                 if isinstance(task.get(key), dict):
                     args = task[key]
-                    calls.append((str(path.relative_to(ROOT)), args["name"], str(args.get("tasks_from", "main"))))
+                    role = args["name"].removeprefix(NAMESPACE)
+                    calls.append((str(path.relative_to(ROOT)), role, str(args.get("tasks_from", "main"))))
     return calls
 
 
 def entry_points(role: str) -> set[str]:
-    spec = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())
+    spec = yaml.safe_load((COLLECTION / "roles" / role / "meta" / "argument_specs.yml").read_text())
     return set(spec["argument_specs"])
 
 
@@ -60,6 +63,7 @@ def play(*args: str) -> subprocess.CompletedProcess[str]:
 def test_every_role_call_names_an_entry_point_with_a_spec() -> None:
     calls = role_calls()
     assert any(role == "fabric" for _, role, _ in calls), "the scan found no role call"
+    assert all((COLLECTION / "roles" / role).is_dir() for _, role, _ in calls), "call the collection's roles by FQCN"
     wrong = [(f, role, entry) for f, role, entry in calls if entry not in entry_points(role)]
     assert wrong == [], "call entry points by name (no .yml) and give each one an argument spec"
 

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from testlib import ROOT
+from testlib import COLLECTION
 
-ROLES = sorted(path.name for path in (ROOT / "roles").iterdir() if (path / "defaults" / "main.yml").is_file())
+ROLES = sorted(path.name for path in (COLLECTION / "roles").iterdir() if (path / "defaults" / "main.yml").is_file())
 
 
 def interface(role: str) -> tuple[set[str], set[str]]:
     """(defaults names, argument_specs option names of every entry point)."""
-    base = ROOT / "roles" / role
+    base = COLLECTION / "roles" / role
     defaults = set(yaml.safe_load((base / "defaults" / "main.yml").read_text()) or {})
     specs: set[str] = set()
     spec_file = base / "meta" / "argument_specs.yml"
@@ -51,7 +51,7 @@ def names_in(cell: str, known: set[str]) -> list[str]:
 def test_variables_table_matches_the_role_interface(role: str) -> None:
     defaults, specs = interface(role)
     known = defaults | specs
-    listed = {name for cell in variables_table((ROOT / "roles" / role / "README.md").read_text())
+    listed = {name for cell in variables_table((COLLECTION / "roles" / role / "README.md").read_text())
               for name in names_in(cell, known)}
     assert sorted(defaults - specs) == [], f"{role}: defaults missing from meta/argument_specs.yml"
     assert sorted(known - listed) == [], f"{role}: variables missing from the README table"

@@ -20,7 +20,8 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+from testlib import COLLECTION, ROOT
+
 PLAYBOOK = ROOT / ".venv" / "bin" / "ansible-playbook"
 ENV = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
            ANSIBLE_STDOUT_CALLBACK="default", ANSIBLE_DEPRECATION_WARNINGS="0")
@@ -48,7 +49,7 @@ def _mappings(node: Any) -> Iterator[dict[str, Any]]:
 def role_switches() -> dict[tuple[str, str], list[str]]:
     """(role, entry point) -> its boolean options."""
     result = {}
-    for path in sorted(ROOT.glob("roles/*/meta/argument_specs.yml")):
+    for path in sorted(COLLECTION.glob("roles/*/meta/argument_specs.yml")):
         for entry, spec in yaml.safe_load(path.read_text())["argument_specs"].items():
             names = [n for n, o in (spec.get("options") or {}).items() if o.get("type") == "bool"]
             if names:
@@ -74,11 +75,11 @@ def all_switches() -> list[str]:
 
 def test_documented_switches_are_all_covered() -> None:
     """Every `-e spark_x=true|false` in the docs and every literal boolean role default is a known switch."""
-    docs = [ROOT / "README.md", *ROOT.glob("roles/*/README.md"), *ROOT.glob("docs/*.md"),
+    docs = [ROOT / "README.md", *COLLECTION.glob("roles/*/README.md"), *ROOT.glob("docs/*.md"),
             *ROOT.glob("playbooks/*.yml"), ROOT / "site.yml"]
     pattern = r"-e (spark_\w+)=(?:true|false)\b|`(spark_\w+): (?:true|false)`"
     mentioned = {a or b for p in docs for a, b in re.findall(pattern, p.read_text())}
-    for path in ROOT.glob("roles/*/defaults/main.yml"):
+    for path in COLLECTION.glob("roles/*/defaults/main.yml"):
         mentioned |= {k for k, v in (yaml.safe_load(path.read_text()) or {}).items() if isinstance(v, bool)}
     assert {"spark_allow_reboot", "spark_site_bench", "spark_image_build_require_pins",
             "spark_nvidia_driver_allow_change", "spark_fabric_force", "spark_serve_replace"} <= mentioned
@@ -131,9 +132,9 @@ def unfiltered_uses(expr: str, name: str) -> int:
 
 
 def test_every_read_of_a_switch_goes_through_bool() -> None:
-    files = [ROOT / "site.yml", *ROOT.glob("playbooks/**/*.yml"), *ROOT.glob("roles/*/tasks/*.yml"),
-             *ROOT.glob("roles/*/handlers/*.yml"), *ROOT.glob("roles/*/defaults/*.yml"),
-             *ROOT.glob("roles/*/vars/*.yml"), *ROOT.glob("roles/*/templates/**/*.j2"), *ROOT.glob("templates/**/*.j2")]
+    files = [ROOT / "site.yml", *ROOT.glob("playbooks/**/*.yml"), *COLLECTION.glob("roles/*/tasks/*.yml"),
+             *COLLECTION.glob("roles/*/handlers/*.yml"), *COLLECTION.glob("roles/*/defaults/*.yml"),
+             *COLLECTION.glob("roles/*/vars/*.yml"), *COLLECTION.glob("roles/*/templates/**/*.j2"), *COLLECTION.glob("templates/**/*.j2")]
     switches = all_switches()
     bad = [f"{path.relative_to(ROOT)}: {name} in {expr.strip()!r}"
            for path in files for expr in _expressions(path) for name in switches

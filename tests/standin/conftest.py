@@ -1,16 +1,13 @@
 """Fixtures for the stand-in vLLM server tests: servers on free loopback ports, all reaped afterwards."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "molecule" / "standin"))
-
-from standin_client import Server, launch, wait_ready  # noqa: E402
+# pytest.ini puts tests/standin (standin_client) and molecule/standin (the stand-in package) on the path.
+from standin_client import Server, launch, wait_ready
 
 Factory = Callable[..., Server]
 

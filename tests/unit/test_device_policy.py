@@ -9,9 +9,9 @@ from ansible.errors import AnsibleFilterError
 
 from testlib import load_source
 
-from ansible.module_utils import spark_policy  # noqa: E402  (testlib put the project's module_utils on the path)
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_policy
 
-POLICY = load_source("filter_plugins", "sparkfleet_policy")
+POLICY = load_source("filter", "sparkfleet_policy")
 
 
 @pytest.mark.parametrize(("value", "settled"), [

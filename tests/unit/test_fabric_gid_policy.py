@@ -13,9 +13,9 @@ from ansible.errors import AnsibleFilterError
 from testlib import load_source
 from spark_fixtures import default_slots, roce_device, sysfs_with_devices, write_tree
 
-FABRIC = load_source("filter_plugins", "sparkfleet_fabric")
-VERIFY = load_source("filter_plugins", "sparkfleet_fabric_verify")
-POLICY = load_source("filter_plugins", "sparkfleet_policy")
+FABRIC = load_source("filter", "sparkfleet_fabric")
+VERIFY = load_source("filter", "sparkfleet_fabric_verify")
+POLICY = load_source("filter", "sparkfleet_policy")
 GID_SKIPPED = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
 
 

@@ -9,8 +9,8 @@ from typing import Any
 from testlib import load_source
 from spark_fixtures import V1, V2, default_slots, gid, link_local, roce_device, sysfs_with_devices
 
-FABRIC = load_source("filter_plugins", "sparkfleet_fabric")
-VERIFY = load_source("filter_plugins", "sparkfleet_fabric_verify")
+FABRIC = load_source("filter", "sparkfleet_fabric")
+VERIFY = load_source("filter", "sparkfleet_fabric_verify")
 
 
 def _node(host: str) -> dict[str, Any]:

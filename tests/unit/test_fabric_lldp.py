@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from ansible.module_utils.spark_lldp import (Neighbour, Peer, compare_cabling, parse_expect, parse_lldpctl_json0,
-                                             pcie_path)
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_lldp import (
+    Neighbour, Peer, compare_cabling, parse_expect, parse_lldpctl_json0, pcie_path)
 from testlib import ROOT
 
 FIXTURES = ROOT / "tests/unit/fixtures/fabric"

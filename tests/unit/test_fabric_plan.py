@@ -10,7 +10,7 @@ from ansible.errors import AnsibleFilterError
 from testlib import load_source
 from reference_tables import PAIR, RING, TRIANGLE
 
-fabric = load_source("filter_plugins", "sparkfleet_fabric")
+fabric = load_source("filter", "sparkfleet_fabric")
 
 
 def inventory(topology: str, count: int, **extra: Any) -> list[dict[str, Any]]:

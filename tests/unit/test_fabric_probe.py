@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible.module_utils.spark_fabric_probe import (
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_fabric_probe import (
     LinkState, fabric_drift, link_drift, parse_ip_address, parse_ping, path_verdict, ping_command)
 from testlib import ROOT, load_source
 
 FIXTURES = ROOT / "tests/unit/fixtures/fabric"
 PATH = {"netdev": "enp1s0f0np0", "peer_host": "dgx2", "peer_netdev": "enp1s0f1np1", "peer_address": "11.12.1.2"}
-VERIFY = load_source("filter_plugins", "sparkfleet_fabric_verify")
-FABRIC = load_source("filter_plugins", "sparkfleet_fabric")
+VERIFY = load_source("filter", "sparkfleet_fabric_verify")
+FABRIC = load_source("filter", "sparkfleet_fabric")
 
 
 def fixture(name: str) -> str:

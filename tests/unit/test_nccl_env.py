@@ -9,8 +9,8 @@ from ansible.errors import AnsibleFilterError
 
 from testlib import load_source
 
-fabric = load_source("filter_plugins", "sparkfleet_fabric")
-nccl = load_source("filter_plugins", "sparkfleet_nccl")
+fabric = load_source("filter", "sparkfleet_fabric")
+nccl = load_source("filter", "sparkfleet_nccl")
 
 
 def plan(topology: str, count: int) -> dict[str, Any]:

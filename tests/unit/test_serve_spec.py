@@ -13,9 +13,9 @@ from ansible.template import Templar, trust_as_template
 
 from testlib import ROOT, load_source
 
-fabric = load_source("filter_plugins", "sparkfleet_fabric")
-nccl = load_source("filter_plugins", "sparkfleet_nccl")
-serve = load_source("filter_plugins", "sparkfleet_serve")
+fabric = load_source("filter", "sparkfleet_fabric")
+nccl = load_source("filter", "sparkfleet_nccl")
+serve = load_source("filter", "sparkfleet_serve")
 
 # The reference's TP3 64 KiB r6 serve arguments, transcribed from image-model-serve.md section 5.3 in its order.
 TP3_CAPTURE = [1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 28, 32, 40, 48]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ansible.module_utils.spark_files import Observed, Wanted, differences, parse_mode
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_files import Observed, Wanted, differences, parse_mode
 
 FILE = Wanted(path="/x/f", mode=0o644, uid=0, gid=0, content="a\n")
 DIR = Wanted(path="/x/d", mode=0o755, uid=0, gid=0)

@@ -2,20 +2,9 @@
 from __future__ import annotations
 
 import pytest
-from ansible.module_utils.spark_gid import (
-    Expectation,
-    GidEntry,
-    classify_gid,
-    evaluate_device,
-    find_ipv4_index,
-    gid_to_ipv4,
-    ipv4_hex_tail,
-    ipv4_to_gid,
-    is_roce_v2,
-    parse_expectation,
-    read_attribute,
-    summarise,
-)
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_gid import (
+    Expectation, GidEntry, classify_gid, evaluate_device, find_ipv4_index, gid_to_ipv4, ipv4_hex_tail, ipv4_to_gid,
+    is_roce_v2, parse_expectation, read_attribute, summarise)
 
 from spark_fixtures import V1, V2, ZERO_GID, gid, link_local
 

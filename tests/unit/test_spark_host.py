@@ -6,24 +6,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ansible.module_utils.spark_host import (
-    dkms_tree,
-    driver_from_packages,
-    has_kho_off,
-    page_flavour,
-    parse_bracketed,
-    parse_dkms_status,
-    parse_dpkg_query,
-    parse_limits,
-    parse_nvidia_version,
-    parse_sb_state,
-    parse_swaps,
-    parse_sysctl_conf,
-    parse_test_key,
-    swap_header_page_size,
-    sysctl_value,
-    upstream_version,
-)
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_host import (
+    dkms_tree, driver_from_packages, has_kho_off, page_flavour, parse_bracketed, parse_dkms_status, parse_dpkg_query,
+    parse_limits, parse_nvidia_version, parse_sb_state, parse_swaps, parse_sysctl_conf, parse_test_key,
+    swap_header_page_size, sysctl_value, upstream_version)
 
 from spark_fixtures import swap_header
 

@@ -1,4 +1,4 @@
-"""library/spark_host_facts.py against fixture /proc, /sys and /etc trees and canned command outputs."""
+"""plugins/modules/spark_host_facts.py against fixture /proc, /sys and /etc trees and canned command outputs."""
 from __future__ import annotations
 
 import resource
@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 from ansible.module_utils import basic
-from ansible.module_utils.spark_host import HostIO
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_host import HostIO
 
 from spark_fixtures import swap_header, write_tree
 

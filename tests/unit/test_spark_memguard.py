@@ -8,9 +8,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
-from testlib import load_source  # noqa: F401  (sets up ansible.module_utils for the project)
-from ansible.module_utils import spark_memguard as mg
-from ansible.module_utils import spark_memguard_watch as watch
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_memguard as mg
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_memguard_watch as watch
 
 GIB = 1024 ** 3
 MEMINFO = """MemTotal:       128478812 kB

@@ -1,4 +1,4 @@
-"""library/spark_roce_gid.py against fixture sysfs trees in the kernel's exact formats."""
+"""plugins/modules/spark_roce_gid.py against fixture sysfs trees in the kernel's exact formats."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ansible.module_utils.spark_host import has_swap_header, swap_file_steps
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_host import has_swap_header, swap_file_steps
 
 FAKE_MKSWAP = """#!/bin/sh
 # fake_mkswap --pagesize N --label L FILE: SWAPSPACE2 in the last 10 bytes of the first page.

@@ -5,11 +5,10 @@ import configparser
 import json
 import re
 import subprocess
-from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+from testlib import COLLECTION, ROOT
 
 
 def test_requirements_yml_matches_the_bundled_collections() -> None:
@@ -50,7 +49,7 @@ def test_every_ansible_cfg_key_is_one_ansible_reads() -> None:
 
 def test_requirements_yml_lists_every_collection_the_project_calls() -> None:
     """A module, filter or lookup called by its full name needs its collection listed (community.crypto was not)."""
-    files = [ROOT / "site.yml", ROOT / "ansible.cfg", *ROOT.glob("playbooks/**/*.yml"), *ROOT.glob("roles/*/*/*.yml")]
+    files = [ROOT / "site.yml", ROOT / "ansible.cfg", *ROOT.glob("playbooks/**/*.yml"), *COLLECTION.glob("roles/*/*/*.yml")]
     fqcn = re.compile(r"\b([a-z_]+\.[a-z_]+)\.[a-z_]+\b")
     used = {m for path in files for m in fqcn.findall(path.read_text())}
     listed = {entry["name"] for entry in yaml.safe_load((ROOT / "requirements.yml").read_text())["collections"]}

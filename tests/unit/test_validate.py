@@ -9,7 +9,7 @@ from ansible.errors import AnsibleFilterError
 
 from testlib import load_source
 
-fabric = load_source("filter_plugins", "sparkfleet_fabric")
+fabric = load_source("filter", "sparkfleet_fabric")
 
 
 def triangle() -> list[dict[str, Any]]:

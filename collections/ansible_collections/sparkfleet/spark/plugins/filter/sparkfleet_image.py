@@ -1,0 +1,106 @@
+"""Controller-side image and model distribution filters: tag and labels from the lock, distribution plan,
+fleet comparison, fan-out waves over the fabric.
+
+Thin wrappers over module_utils/spark_image.py and spark_fanout.py (pure, stdlib only), so the roles, render
+and the modules compute the tag, labels and verdicts with one implementation. Errors become
+AnsibleFilterError naming the lock entry, node or field.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_image as _IMAGE
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_fanout as _FANOUT
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_data import plain as _plain
+
+
+def _call(function: Any, *args: Any, **kwargs: Any) -> Any:
+    try:
+        return function(*(_plain(a) for a in args), **{k: _plain(v) for k, v in kwargs.items()})
+    except (_IMAGE.ImageError, _FANOUT.FanoutError) as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
+def _lock(upstreams: Any) -> tuple[dict[str, str], dict[str, str]]:
+    if not isinstance(upstreams, Sequence) or isinstance(upstreams, (str, bytes)):
+        raise AnsibleFilterError(f"spark_image_upstreams must be a list, got {type(upstreams).__name__}")
+    return _call(_IMAGE.lock_identity, upstreams)
+
+
+def spark_image_tag(upstreams: Any, repository: str, release: str) -> str:
+    """`<repository>:<release>-<sha256(sorted name=tree lines)[:12]>` from the lock."""
+    trees, _ = _lock(upstreams)
+    return _call(_IMAGE.content_tag, repository, release, trees)
+
+
+def spark_image_labels(upstreams: Any, release: str) -> dict[str, str]:
+    """Identity labels (tree and patch-set per upstream, release, identity digest) from the lock."""
+    trees, patchsets = _lock(upstreams)
+    return _call(_IMAGE.identity_labels, release, trees, patchsets)
+
+
+def spark_image_plan(nodes: Any, image: str, builder_id: str) -> dict[str, Any]:
+    """{current, retag, send, conflicts, error}: error is the conflict message or None."""
+    if not isinstance(nodes, Mapping):
+        raise AnsibleFilterError(f"node image facts must be a mapping of host to facts, got {type(nodes).__name__}")
+    plan = _call(_IMAGE.distribution_plan, image, builder_id, nodes)
+    plan["error"] = _IMAGE.conflict_message(plan)
+    return plan
+
+
+def spark_image_mismatches(nodes: Any, expected_id: str | None, expected_labels: Any) -> list[dict[str, Any]]:
+    """[{node, problems}] for every node whose image differs from the expected ID or labels."""
+    if not isinstance(nodes, Mapping):
+        raise AnsibleFilterError(f"node image facts must be a mapping of host to facts, got {type(nodes).__name__}")
+    return _call(_IMAGE.image_mismatches, expected_id or None, expected_labels or {}, nodes)
+
+
+def spark_image_mismatch_message(mismatches: Any, image: str) -> str:
+    return _call(_IMAGE.mismatch_message, image, mismatches)
+
+
+def spark_image_shared_depth(layers: Any, chains: Any) -> int:
+    """Leading layers of the image that some image on the node already holds in the same order."""
+    return _call(_IMAGE.shared_prefix, list(layers or []), [list(c or []) for c in (chains or [])])
+
+
+def spark_image_relay_waves(waves: Any, layers: Any, facts: Any, layer_aware: Any = True) -> list[list[dict[str, Any]]]:
+    """Waves annotated with depth, keep_relay and from_relay; facts maps host to spark_image_identity results."""
+    if not isinstance(waves, Sequence) or isinstance(waves, (str, bytes)):
+        raise AnsibleFilterError("spark_image_relay_waves: expected the waves of spark_fanout_waves (a list of lists)")
+    if not isinstance(facts, Mapping):
+        raise AnsibleFilterError("spark_image_relay_waves: facts must map each host to its spark_image_identity result")
+    for wave in waves:
+        if not isinstance(wave, Sequence) or not all(isinstance(t, Mapping) and "from" in t and "to" in t for t in wave):
+            raise AnsibleFilterError("spark_image_relay_waves: every wave must be a list of {from, to, ...} transfers")
+    chains = {host: [list(c or []) for c in ((f or {}).get("layer_chains") or [])] for host, f in facts.items()}
+    return _call(_IMAGE.relay_waves, [list(w) for w in waves], list(layers or []), chains, bool(layer_aware))
+
+
+def spark_fanout_waves(plan: Any, source: str, targets: Any, holders: Any = (),
+                       management_fallback: bool = False) -> list[list[dict[str, Any]]]:
+    """Waves of {from, to, address, addresses, network} over the cables of the fabric plan (spark_plan)."""
+    nodes = plan.get("nodes") if isinstance(plan, Mapping) else plan
+    if not isinstance(nodes, Sequence) or isinstance(nodes, (str, bytes)):
+        raise AnsibleFilterError("spark_fanout_waves: expected the fabric plan (spark_plan) or its nodes list")
+    return _call(_FANOUT.fanout_waves, nodes, source, list(targets or []), holders=list(holders or []),
+                 management_fallback=bool(management_fallback))
+
+
+class FilterModule:
+    """sparkfleet image and distribution filters."""
+
+    def filters(self) -> dict[str, Any]:
+        return {
+            "spark_image_tag": spark_image_tag,
+            "spark_image_labels": spark_image_labels,
+            "spark_image_plan": spark_image_plan,
+            "spark_image_relay_waves": spark_image_relay_waves,
+            "spark_image_mismatches": spark_image_mismatches,
+            "spark_image_mismatch_message": spark_image_mismatch_message,
+            "spark_image_shared_depth": spark_image_shared_depth,
+            "spark_fanout_waves": spark_fanout_waves,
+        }

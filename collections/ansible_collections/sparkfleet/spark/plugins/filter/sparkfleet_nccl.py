@@ -1,0 +1,158 @@
+"""Pure NCCL / collective environment per node, from a node of the fabric plan.
+
+Profile values are the reference's tables (hardware-and-fabric.md section 8); sites override single
+variables with spark_nccl_overrides (a null value removes a variable).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_nccl_policy as _POLICY
+
+_COMMON: dict[str, str] = {
+    "NCCL_NET": "IB",
+    "NCCL_NET_PLUGIN": "none",
+    "NCCL_IB_DISABLE": "0",
+    "NCCL_IB_MERGE_NICS": "1",
+    "NCCL_IB_SUBNET_AWARE_ROUTING": "1",
+    "NCCL_IB_ADDR_FAMILY": "AF_INET",
+    "NCCL_IB_ROCE_VERSION_NUM": "2",
+    "NCCL_CROSS_NIC": "1",
+    "NCCL_IGNORE_CPU_AFFINITY": "1",
+    "NCCL_P2P_DISABLE": "1",
+    "NCCL_SHM_DISABLE": "1",
+    "NCCL_NVLS_ENABLE": "0",
+    "NCCL_LL128_BUFFSIZE": "262144",
+    "NCCL_PROTO": "^LL128",
+    "NCCL_DEBUG": "WARN",
+    "NCCL_DEBUG_SUBSYS": "INIT",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+}
+
+_DIRECT: dict[str, str] = _COMMON | {
+    "NCCL_CUMEM_ENABLE": "0",
+    "NCCL_MAX_NCHANNELS": "8",
+    "NCCL_BUFFSIZE": "1048576",
+    "SPARKNET_ROCE_ALLREDUCE_CAPACITY_BYTES": "2097152",
+    "SPARKNET_ROCE_ALLGATHER_MAX_BYTES": "4194304",
+    "SPARKNET_ROCE_SPIN_LIMIT": "5000000",
+}
+
+_RING_NCCL: dict[str, str] = _COMMON | {
+    "NCCL_IB_SUBNET_PREFIX_LEN": "24",
+    "NCCL_ALGO": "Ring",
+    "NCCL_CUMEM_ENABLE": "1",
+    "NCCL_CUMEM_HOST_ENABLE": "0",
+    "NCCL_RUNTIME_CONNECT": "1",
+    "NCCL_PAT_ENABLE": "0",
+    "NCCL_COLLNET_ENABLE": "0",
+    "NCCL_MNNVL_ENABLE": "0",
+    "NCCL_RMA_DISABLE": "1",
+    "NCCL_GIN_ENABLE": "0",
+    "NCCL_MIN_NCHANNELS": "4",
+    "NCCL_MAX_NCHANNELS": "4",
+    "NCCL_BUFFSIZE": "1048576",
+}
+
+_TP4_RING: dict[str, str] = _RING_NCCL | {
+    "NCCL_BUFFSIZE": "4194304",
+    "NCCL_SWITCHLESS_BIDIRECTIONAL": "2",
+    "NCCL_MIN_TRAFFIC_PER_CHANNEL": "512",
+    "NCCL_THREAD_THRESHOLDS": "-2 -2 -2 1 1 1",
+    "SPARKNET_ROCE_ALLREDUCE_CAPACITY_BYTES": "2097152",
+    # The promoted r6d production value (2 MiB) rather than r6's 1 MiB; see the reference's decisions.
+    "SPARKNET_ROCE_ALLREDUCE_DISPATCH_MAX_BYTES": "2097152",
+    "SPARKNET_ROCE_ALLGATHER_MAX_BYTES": "2097152",
+    "SPARKNET_ROCE_SPIN_LIMIT": "5000000",
+}
+
+PROFILES: dict[str, dict[str, str]] = {
+    "tp2-direct": _DIRECT,
+    "tp3-triangle": _DIRECT,
+    "tp4-ring": _TP4_RING,
+    # One-shot ring4 and the patched bidirectional rings need exactly 3-4 nodes; larger rings use
+    # NCCL's ring alone (docs/decisions.md).
+    "ring-nccl-only": _RING_NCCL,
+}
+
+ONESHOT_TOPOLOGY = {"tp2-direct": "direct", "tp3-triangle": "direct", "tp4-ring": "ring4"}
+RING_FORBIDDEN = _POLICY.RING_FORBIDDEN
+RING_CHANNELS = {"1", "2", "4", "8"}
+
+
+def spark_nccl_profile(topology: str, node_count: int) -> str:
+    """The reference's profile name for a topology and node count."""
+    if topology == "pair" and node_count == 2:
+        return "tp2-direct"
+    if topology == "triangle" and node_count == 3:
+        return "tp3-triangle"
+    if topology == "ring" and node_count == 4:
+        return "tp4-ring"
+    if topology == "ring" and 5 <= node_count <= 9:
+        return "ring-nccl-only"
+    raise AnsibleFilterError(f"no NCCL profile for topology {topology!r} with {node_count} nodes")
+
+
+def _peer_hcas(node: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Peer rank -> local HCAs in stripe order; a pair's second cable (paths 3-4) carries NCCL only."""
+    peers: dict[str, list[str]] = {}
+    for iface in sorted(node["interfaces"], key=lambda i: (i["port"], i["path"])):
+        if iface["path"] <= 2:
+            peers.setdefault(str(iface["peer_rank"]), []).append(iface["rdma"])
+    return peers
+
+
+def _check_overrides(host: str, profile: str, overrides: Mapping[str, Any]) -> None:
+    errors = _POLICY.override_errors(f"host {host}: spark_nccl_overrides", overrides,
+                                     ring=profile in ("tp4-ring", "ring-nccl-only"))
+    if errors:
+        raise AnsibleFilterError("; ".join(errors))
+
+
+def _check_env(host: str, profile: str, env: Mapping[str, str]) -> None:
+    where = f"host {host}: NCCL environment ({profile})"
+    if profile in ("tp4-ring", "ring-nccl-only"):
+        low, high = env.get("NCCL_MIN_NCHANNELS"), env.get("NCCL_MAX_NCHANNELS")
+        if low != high or high not in RING_CHANNELS:
+            raise AnsibleFilterError(f"{where}: a ring needs NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS "
+                                     f"in {{1, 2, 4, 8}}, got {low}/{high}")
+
+
+def spark_nccl_env(node: Mapping[str, Any], topology: str, node_count: int,
+                   overrides: Mapping[str, Any] | None = None, gid_index: int = 3) -> dict[str, str]:
+    """The complete collective environment of one node of the plan."""
+    host = node.get("host", "?")
+    if not isinstance(gid_index, int) or isinstance(gid_index, bool) or gid_index < 0:
+        raise AnsibleFilterError(f"host {host}: spark_roce_gid_index must be an integer >= 0, got {gid_index!r}")
+    overrides = overrides if overrides is not None else {}
+    profile = spark_nccl_profile(topology, node_count)
+    _check_overrides(host, profile, overrides)
+    env = dict(PROFILES[profile])
+    env["NCCL_IB_GID_INDEX"] = str(gid_index)
+    env["NCCL_IB_HCA"] = "=" + ",".join(sorted({i["rdma"] for i in node["interfaces"]}))
+    for key in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME"):
+        env[key] = node["mgmt_interface"]
+    env["VLLM_HOST_IP"] = node["mgmt_address"]
+    if profile in ONESHOT_TOPOLOGY:
+        env["SPARKNET_ROCE_TOPOLOGY"] = ONESHOT_TOPOLOGY[profile]
+        env["SPARKNET_ROCE_GID_INDEX"] = str(gid_index)
+        env["SPARKNET_ROCE_PEER_HCAS"] = json.dumps(_peer_hcas(node), separators=(",", ":"))
+    for key, value in overrides.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = str(value)
+    _check_env(host, profile, env)
+    return dict(sorted(env.items()))
+
+
+class FilterModule:
+    """sparkfleet collective environment filters."""
+
+    def filters(self) -> dict[str, Any]:
+        return {"spark_nccl_env": spark_nccl_env, "spark_nccl_profile": spark_nccl_profile}

@@ -1,0 +1,291 @@
+"""The bench report contract (`bench.json`, schema sparkfleet-bench/1): writing, verdict, comparison, tables.
+
+Everything here is pure except `write_json_atomic`/`write_outputs`, which only write files. Other tools
+read `bench.json`, so the shape is fixed by the schema string; change it only with a new schema version.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_stats import is_regression, welch, direction
+
+SCHEMA = "sparkfleet-bench/1"
+# metric -> higher is better; only these take part in the regression rule (the reference gates on
+# throughput, prefill rate and step time; latency figures swing with queueing and stay informational).
+GATED = {"tps": True, "decode_window_tps": True, "step_ms": False, "prefill_tps": True}
+DECODE_METRICS = ("tps", "decode_window_tps", "per_stream_tps", "ttft_s", "ttfat_s", "ttfr_s", "step_ms")
+
+
+def new_report(url: str, model: str, started: str, workload: dict[str, Any]) -> dict[str, Any]:
+    """An empty report; suites fill `suites`, the runner fills identity/client/finished and lists each suite in
+    `completed_suites` once it has run to its end."""
+    return {"schema": SCHEMA, "started": started, "finished": None, "url": url, "model": model,
+            "identity": {}, "workload": workload, "client": {}, "server_metrics": None, "suites": {},
+            "completed_suites": [], "discarded_samples": [], "failed_requests": 0, "failures_by_class": {},
+            "errors": [], "aborted": None, "comparison": None, "verdict": None}
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON next to the target and rename, so readers never see a half-written report."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=1, sort_keys=False, default=str)
+            handle.write("\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def suite_failed(name: str, suite: dict[str, Any]) -> bool:
+    """A suite that reports ok=False, or any failed request inside it."""
+    return suite.get("ok") is False or bool(suite.get("failed_requests"))
+
+
+def _completion_reasons(report: dict[str, Any]) -> list[str]:
+    # A report on disk mid-run, or left by a run killed outright, lacks suites: it must not read as a pass.
+    completed = report.get("completed_suites")
+    if completed is None:
+        return ["the report records no completed suites"]
+    missing = [s for s in (report.get("workload") or {}).get("suites") or [] if s not in completed]
+    if missing:
+        return [f"suites not completed: {', '.join(missing)}"]
+    return [] if completed else ["no suite completed"]
+
+
+def verdict_reasons(report: dict[str, Any]) -> list[str]:
+    """Why a report is a fail: abort, failed requests, suites not completed, a failed suite, a comparison
+    that could not compare (empty for a pass or a regression)."""
+    reasons = [f"aborted: {report['aborted']}"] if report.get("aborted") else []
+    if report.get("failed_requests"):
+        reasons.append(f"{report['failed_requests']} failed requests")
+    elif report.get("errors"):
+        reasons.append(f"error: {report['errors'][0]}")
+    reasons += _completion_reasons(report)
+    reasons += [f"suite {name} failed" for name, suite in report.get("suites", {}).items() if suite_failed(name, suite)]
+    error = (report.get("comparison") or {}).get("error")
+    if error:
+        reasons.append(f"comparison: {error}")
+    return reasons
+
+
+def verdict(report: dict[str, Any]) -> str:
+    """fail (any of `verdict_reasons`) > regression > pass."""
+    if verdict_reasons(report):
+        return "fail"
+    comparison = report.get("comparison") or {}
+    if comparison.get("regressions"):
+        return "regression"
+    return "pass"
+
+
+def _decode_points(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    points = (report.get("suites", {}).get("decode") or {}).get("points") or []
+    return {f"decode/{p['case']}-c{p['concurrency']}": p["metrics"] for p in points}
+
+
+def _prefill_points(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    points = (report.get("suites", {}).get("prefill") or {}).get("points") or []
+    return {f"prefill/{p['text']}-{p['size']}": p["metrics"] for p in points}
+
+
+def comparable_points(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Point key -> metrics summaries, for every point a comparison can use."""
+    return {**_decode_points(report), **_prefill_points(report)}
+
+
+def compare(report: dict[str, Any], baseline: dict[str, Any], tolerance_pct: float,
+            source: str = "") -> dict[str, Any]:
+    """Welch comparison of every shared point and metric; regressions counted by the reference rule."""
+    result: dict[str, Any] = {"baseline": source, "baseline_started": baseline.get("started"),
+                              "tolerance_pct": tolerance_pct, "points": [], "regressions": 0, "warnings": []}
+    if baseline.get("schema") != SCHEMA:
+        result["error"] = f"baseline schema {baseline.get('schema')!r} is not {SCHEMA}"
+        return result
+    if baseline.get("model") != report.get("model"):
+        result["warnings"].append(f"baseline model {baseline.get('model')!r} differs from {report.get('model')!r}")
+    ours, theirs = comparable_points(report), comparable_points(baseline)
+    shared = [key for key in ours if key in theirs]
+    if not shared:
+        result["error"] = f"baseline shares no points with this run (this run {len(ours)}, baseline {len(theirs)})"
+        return result
+    for key in shared:
+        for metric, higher in GATED.items():
+            row = _compare_metric(key, metric, ours[key].get(metric), theirs[key].get(metric), higher, tolerance_pct)
+            if row:
+                result["points"].append(row)
+                result["regressions"] += int(row["regression"])
+    if not result["points"]:
+        result["error"] = "no shared point has two samples or more on both sides"
+    return result
+
+
+def _compare_metric(key: str, metric: str, cur: Optional[dict[str, Any]], base: Optional[dict[str, Any]],
+                    higher: bool, tolerance_pct: float) -> Optional[dict[str, Any]]:
+    if not cur or not base or len(cur.get("values") or []) < 2 or len(base.get("values") or []) < 2:
+        return None
+    cmp = welch(cur["values"], base["values"])
+    return {"point": key, "metric": metric, "current": cmp["current_mean"], "baseline": cmp["baseline_mean"],
+            "change_pct": cmp["change_pct"], "change_ci95_pct": cmp["change_ci95_pct"], "df": cmp["df"],
+            "direction": direction(cmp), "regression": is_regression(cmp, higher, tolerance_pct)}
+
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _cell(summary: Optional[dict[str, Any]], digits: int = 2, scale: float = 1.0) -> str:
+    if not summary or summary.get("mean") is None:
+        return "–"
+    mean = summary["mean"] * scale
+    lo, hi = (v * scale for v in summary["ci95"])
+    pct = summary.get("ci95_pct")
+    tail = f" ±{pct:.1f}%" if pct is not None else ""
+    return f"{mean:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]{tail}"
+
+
+def summary_markdown(report: dict[str, Any]) -> str:
+    """The human summary: run facts, then one table per suite, then the comparison."""
+    out = io.StringIO()
+    out.write(f"# Benchmark {report.get('started')}\n\n")
+    reasons = "; ".join(verdict_reasons(report)) if report.get("verdict") == "fail" else ""
+    out.write(f"- verdict: **{report.get('verdict')}**{' — ' + reasons if reasons else ''}\n"
+              f"- url: {report.get('url')}\n- model: {report.get('model')}\n")
+    client = report.get("client") or {}
+    out.write(f"- client CPU: {_fmt(client.get('cpu_s'))} s over {_fmt(client.get('wall_s'))} s wall\n")
+    if report.get("server_metrics") is False:
+        out.write("- server has no /metrics: idle checks, foreign-traffic checks and counter deltas were skipped\n")
+    out.write(f"- failed requests: {report.get('failed_requests')} {report.get('failures_by_class') or ''}\n")
+    if report.get("aborted"):
+        out.write(f"- ABORTED: {report['aborted']}\n")
+    for err in report.get("errors") or []:
+        out.write(f"- error: {err}\n")
+    suites = report.get("suites", {})
+    for name, writer in (("quality", _md_quality), ("decode", _md_decode), ("prefill", _md_prefill),
+                         ("prefix", _md_prefix), ("admission", _md_admission), ("needle", _md_needle)):
+        if name in suites:
+            writer(out, suites[name])
+    _md_comparison(out, report.get("comparison"))
+    return out.getvalue()
+
+
+def _md_quality(out: io.StringIO, suite: dict[str, Any]) -> None:
+    out.write(f"\n## Quality gate\n\n{suite.get('passed')}/{len(suite.get('runs', []))} passed — "
+              f"{'ok' if suite.get('ok') else 'FAILED'}\n")
+    for i, run in enumerate(suite.get("runs", []), 1):
+        if run.get("verdict") != "pass":
+            out.write(f"- run {i}: {run.get('verdict')}\n")
+
+
+def _md_decode(out: io.StringIO, suite: dict[str, Any]) -> None:
+    out.write("\n## Decode (mean [95% CI] ±half-width)\n\n| point | n | tok/s | decode-window tok/s | per-stream tok/s "
+              "| TTFT ms | TTFAT ms | step ms | failed |\n|---|---|---|---|---|---|---|---|---|\n")
+    for p in suite.get("points", []):
+        m = p["metrics"]
+        out.write(f"| {p['case']}-c{p['concurrency']} | {p['n']} | {_cell(m.get('tps'), 1)} | "
+                  f"{_cell(m.get('decode_window_tps'), 1)} | {_cell(m.get('per_stream_tps'), 2)} | "
+                  f"{_cell(m.get('ttft_s'), 1, 1000)} | {_cell(m.get('ttfat_s'), 1, 1000)} | "
+                  f"{_cell(m.get('step_ms'), 2)} | {p.get('failed_requests', 0)} |\n")
+
+
+def _md_prefill(out: io.StringIO, suite: dict[str, Any]) -> None:
+    out.write("\n## Cold prefill\n\n| text | size | prompt tokens | TTFT s | prefill tok/s | discarded | failed |\n"
+              "|---|---|---|---|---|---|---|\n")
+    for p in suite.get("points", []):
+        m = p["metrics"]
+        out.write(f"| {p['text']} | {p['size']} | {_cell(m.get('prompt_tokens'), 0)} | {_cell(m.get('ttft_s'), 3)} | "
+                  f"{_cell(m.get('prefill_tps'), 0)} | {p.get('discarded', 0)} | {p.get('failed_requests', 0)} |\n")
+
+
+def _md_prefix(out: io.StringIO, suite: dict[str, Any]) -> None:
+    m = suite.get("metrics", {})
+    out.write(f"\n## Prefix replay ({suite.get('prompt_tokens')} tokens)\n\n| cold TTFT s | warm TTFT s | warm hit rate |\n"
+              f"|---|---|---|\n| {_cell(m.get('cold_ttft_s'), 3)} | {_cell(m.get('warm_ttft_s'), 3)} | "
+              f"{_fmt(suite.get('warm_hit_rate'), 3)} |\n")
+
+
+def _md_admission(out: io.StringIO, suite: dict[str, Any]) -> None:
+    out.write(f"\n## Admission\n\n{suite.get('requests')} × {suite.get('context_tokens')} context tokens: "
+              f"{'ok' if suite.get('ok') else 'FAILED'} — ok {suite.get('ok_requests')}, preemptions "
+              f"{_fmt(suite.get('preemptions'), 0)}, peak running {_fmt(suite.get('peak_running'), 0)}\n")
+
+
+def _md_needle(out: io.StringIO, suite: dict[str, Any]) -> None:
+    out.write("\n## Needle in a haystack\n\n| depth % | prompt tokens | found | passed |\n|---|---|---|---|\n")
+    for run in suite.get("runs", []):
+        out.write(f"| {run['depth_pct']} | {run.get('prompt_tokens')} | {run.get('found')} | {run.get('passed')} |\n")
+
+
+def _md_comparison(out: io.StringIO, comparison: Optional[dict[str, Any]]) -> None:
+    if not comparison:
+        return
+    out.write(f"\n## Comparison with {comparison.get('baseline')} (tolerance {comparison.get('tolerance_pct')}%)\n\n")
+    if comparison.get("error"):
+        out.write(f"ERROR: {comparison['error']}\n")
+        return
+    for warning in comparison.get("warnings", []):
+        out.write(f"- warning: {warning}\n")
+    out.write("| point | metric | baseline | current | change % [95% CI] | result |\n|---|---|---|---|---|---|\n")
+    for row in comparison.get("points", []):
+        lo, hi = row["change_ci95_pct"]
+        result = "REGRESSION" if row["regression"] else row["direction"]
+        out.write(f"| {row['point']} | {row['metric']} | {_fmt(row['baseline'])} | {_fmt(row['current'])} | "
+                  f"{row['change_pct']:+.2f} [{lo:+.2f}, {hi:+.2f}] | {result} |\n")
+
+
+CSV_FIELDS = ("suite", "point", "case", "concurrency", "size", "metric", "n", "mean", "sd", "ci95_lo", "ci95_hi",
+              "failed_requests")
+
+
+def _csv_rows(report: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    suites = report.get("suites", {})
+    for p in (suites.get("decode") or {}).get("points", []):
+        base = {"suite": "decode", "point": f"{p['case']}-c{p['concurrency']}", "case": p["case"],
+                "concurrency": p["concurrency"], "size": "", "failed_requests": p.get("failed_requests", 0)}
+        yield from _metric_rows(base, p["metrics"])
+    for p in (suites.get("prefill") or {}).get("points", []):
+        base = {"suite": "prefill", "point": f"{p['text']}-{p['size']}", "case": p["text"], "concurrency": 1,
+                "size": p["size"], "failed_requests": p.get("failed_requests", 0)}
+        yield from _metric_rows(base, p["metrics"])
+
+
+def _metric_rows(base: dict[str, Any], metrics: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for name, summary in metrics.items():
+        if not summary or summary.get("mean") is None:
+            continue
+        lo, hi = summary["ci95"]
+        yield {**base, "metric": name, "n": summary["n"], "mean": summary["mean"], "sd": summary["sd"],
+               "ci95_lo": lo, "ci95_hi": hi}
+
+
+def points_csv(report: dict[str, Any]) -> str:
+    """One row per point and metric (flattened for spreadsheets)."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for row in _csv_rows(report):
+        writer.writerow(row)
+    return out.getvalue()
+
+
+def write_outputs(out_dir: Path, report: dict[str, Any]) -> dict[str, str]:
+    """bench.json (atomically), summary.md and points.csv; returns their paths."""
+    paths = {"json": out_dir / "bench.json", "summary": out_dir / "summary.md", "csv": out_dir / "points.csv"}
+    write_json_atomic(paths["json"], report)
+    paths["summary"].write_text(summary_markdown(report), encoding="utf-8")
+    paths["csv"].write_text(points_csv(report), encoding="utf-8")
+    return {key: str(path) for key, path in paths.items()}

@@ -1,0 +1,140 @@
+"""The scheduled benchmark's bookkeeping: Prometheus textfile of a report, history pruning, promotion.
+
+`prometheus_textfile` is pure; `write_textfile`, `prune_history` and `promote` touch only the paths they
+are given. Used by bin/sparkfleet-bench-scheduled (run by the bench_schedule role's systemd unit).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_report import (
+    SCHEMA, comparable_points, verdict, verdict_reasons, write_json_atomic)
+
+VERDICTS = ("pass", "fail", "regression")
+STAMP = re.compile(r"^\d{8}T\d{6}Z$")
+TEXTFILE_NAME = "sparkfleet_bench.prom"
+
+
+def _esc(value: Any) -> str:
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _labels(**labels: Any) -> str:
+    return "{" + ",".join(f'{k}="{_esc(v)}"' for k, v in labels.items()) + "}" if labels else ""
+
+
+def _epoch(stamp: Optional[str]) -> Optional[float]:
+    if not stamp:
+        return None
+    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+
+
+def _num(value: Any) -> str:
+    number = float(value)
+    return str(int(number)) if number.is_integer() else repr(number)
+
+
+def _family(name: str, kind: str, text: str, samples: Iterable[tuple[str, Any]]) -> list[str]:
+    rows = [f"{name}{labels} {_num(value)}" for labels, value in samples if value is not None]
+    return [f"# HELP {name} {text}", f"# TYPE {name} {kind}", *rows] if rows else []
+
+
+def prometheus_textfile(report: dict[str, Any], source: str = "") -> str:
+    """node_exporter textfile-collector text with the headline figures and the verdict of one report."""
+    base = {"model": report.get("model", ""), "url": report.get("url", "")}
+    verdict = report.get("verdict")
+    points = (report.get("suites", {}).get("decode") or {}).get("points", [])
+    prefill = (report.get("suites", {}).get("prefill") or {}).get("points", [])
+    quality = report.get("suites", {}).get("quality") or {}
+    comparison = report.get("comparison") or {}
+    lines: list[str] = []
+    lines += _family("sparkfleet_bench_verdict", "gauge", "1 for the verdict of the last scheduled benchmark.",
+                     [(_labels(**base, verdict=v), int(v == verdict)) for v in VERDICTS])
+    lines += _family("sparkfleet_bench_last_run_timestamp_seconds", "gauge", "Finish time of the last benchmark.",
+                     [(_labels(**base), _epoch(report.get("finished")))])
+    lines += _family("sparkfleet_bench_failed_requests", "gauge", "Failed requests in the last benchmark.",
+                     [(_labels(**base), report.get("failed_requests", 0))])
+    lines += _family("sparkfleet_bench_aborted", "gauge", "1 when the last benchmark was aborted.",
+                     [(_labels(**base), int(bool(report.get("aborted"))))])
+    lines += _family("sparkfleet_bench_quality_passed", "gauge", "Quality-gate runs that passed.",
+                     [(_labels(**base), quality.get("passed"))])
+    lines += _family("sparkfleet_bench_regressions", "gauge", "Significant regressions against the baseline.",
+                     [(_labels(**base), comparison.get("regressions") if comparison else None)])
+    for metric, name, text in (("tps", "sparkfleet_bench_decode_tokens_per_second", "Aggregate decode tok/s (mean)."),
+                               ("decode_window_tps", "sparkfleet_bench_decode_window_tokens_per_second",
+                                "Decode tok/s while all streams decode (mean)."),
+                               ("ttft_s", "sparkfleet_bench_ttft_seconds", "Time to first token (mean)."),
+                               ("step_ms", "sparkfleet_bench_step_milliseconds", "Decode step time (mean).")):
+        lines += _family(name, "gauge", text,
+                         [(_labels(**base, case=p["case"], concurrency=p["concurrency"]),
+                           (p["metrics"].get(metric) or {}).get("mean")) for p in points])
+    lines += _family("sparkfleet_bench_prefill_tokens_per_second", "gauge", "Cold prefill tok/s (mean).",
+                     [(_labels(**base, text=p["text"], size=p["size"]), (p["metrics"].get("prefill_tps") or {}).get("mean"))
+                      for p in prefill])
+    lines += _family("sparkfleet_bench_client_cpu_seconds", "gauge", "Benchmark client CPU time.",
+                     [(_labels(**base), (report.get("client") or {}).get("cpu_s"))])
+    lines += _family("sparkfleet_bench_report_info", "gauge", "Where the last report is.",
+                     [(_labels(**base, report=source), 1)])
+    return "\n".join(lines) + "\n"
+
+
+def write_textfile(directory: Path, text: str, name: str = TEXTFILE_NAME) -> Path:
+    """Write atomically (the collector may read at any moment); mode 0644."""
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=str(directory))
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.chmod(tmp, 0o644)
+    target = directory / name
+    os.replace(tmp, target)
+    return target
+
+
+def report_dirs(history: Path) -> list[Path]:
+    """Report directories under history (named by UTC stamp), oldest first."""
+    if not history.is_dir():
+        return []
+    return sorted(p for p in history.iterdir() if p.is_dir() and STAMP.match(p.name))
+
+
+def prune_history(history: Path, keep: int) -> list[str]:
+    """Remove all but the newest `keep` report directories; returns what was removed."""
+    if keep < 1:
+        raise ValueError(f"keep must be at least 1, got {keep}")
+    dirs = report_dirs(history)
+    doomed = dirs[:-keep] if len(dirs) > keep else []
+    for path in doomed:
+        shutil.rmtree(path)
+    return [str(p) for p in doomed]
+
+
+def promotion_refusal(report: dict[str, Any]) -> Optional[str]:
+    """Why a report cannot be the baseline, or None. The report is judged again rather than trusted: a run
+    that crashed or was stopped used to write `pass` with nothing measured."""
+    if report.get("schema") != SCHEMA:
+        return f"schema {report.get('schema')!r} is not {SCHEMA}"
+    reasons = verdict_reasons(report)
+    if reasons:
+        return "; ".join(reasons)
+    if report.get("verdict") != "pass" or verdict(report) != "pass":
+        return f"verdict {report.get('verdict')!r}, judged {verdict(report)!r}"
+    if not comparable_points(report):
+        return "no decode or prefill points for later runs to compare with"
+    return None
+
+
+def promote(report_path: Path, baseline: Path) -> None:
+    """Make a report the baseline later runs compare with; only a complete pass with points qualifies."""
+    report = json.loads(report_path.read_text(encoding="utf-8"))
+    refusal = promotion_refusal(report)
+    if refusal:
+        raise ValueError(f"{report_path}: not a complete pass ({refusal}); only a complete passing report "
+                         "can be promoted")
+    write_json_atomic(baseline, report)

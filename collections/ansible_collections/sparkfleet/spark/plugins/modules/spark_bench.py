@@ -1,0 +1,225 @@
+#!/usr/bin/python
+"""Ansible module: benchmark an OpenAI-compatible endpoint and write bench.json, summary.md, points.csv, plots."""
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: spark_bench
+short_description: Benchmark an OpenAI-compatible inference endpoint (quality gate, decode, prefill, ...)
+description:
+  - Runs the sparkfleet benchmark suites against O(url) from the machine the module runs on (the
+    controller in C(playbooks/bench.yml)) with one asyncio client, and writes C(bench.json) (schema
+    C(sparkfleet-bench/1)), C(summary.md), C(points.csv) and PNG plots into O(output_dir).
+  - C(bench.json) is rewritten after every suite, so an aborted run keeps its partial results.
+  - A run that does not complete its suites (an abort, an unforeseen error, SIGINT or SIGTERM) returns
+    RV(verdict) C(fail) with the reason in RV(aborted); C(completed_suites) in C(bench.json) lists the
+    suites that ran to their end.
+  - The module does not fail on a failed or regressed benchmark; it returns O(verdict) so the caller can
+    show the summary first and then fail (the playbook does).
+  - In check mode no request is sent; the planned points are returned.
+version_added: "1.0.0"
+author: sparkfleet
+options:
+  url:
+    description: Base URL of the server (with or without C(/v1)).
+    type: str
+    required: true
+  model:
+    description: Served model name; empty takes the first model the server lists.
+    type: str
+    default: ""
+  output_dir:
+    description: Directory for the report files (created).
+    type: path
+    required: true
+  suites:
+    description: Suites to run, in the fixed order quality, decode, prefill, prefix, admission, needle (at least one).
+    type: list
+    elements: str
+    default: [quality, decode]
+  concurrency:
+    description: Stream counts of the decode matrix.
+    type: list
+    elements: int
+    default: [1, 2, 4, 8]
+  cases:
+    description: Decode cases (prose, code, json and their C(-nothink) variants).
+    type: list
+    elements: str
+    default: [prose, code]
+  min_samples:
+    description: Samples per point before the convergence rule may stop it (>= 2).
+    type: int
+    default: 3
+  max_samples:
+    description: Samples per point at most.
+    type: int
+    default: 4
+  precision:
+    description: Convergence target, half-width of the 95% interval in % of the mean.
+    type: float
+    default: 2.0
+  tolerance:
+    description: A significant slowdown larger than this % is a regression.
+    type: float
+    default: 3.0
+  compare:
+    description: Path of a baseline C(bench.json) to compare with; empty or C(none) skips the comparison.
+    type: str
+    default: ""
+  seed:
+    description: Seed for sample order and prompt nonces.
+    type: int
+    default: 0
+  timeout:
+    description: Per-request timeout in seconds (positive).
+    type: float
+    default: 1800
+  max_tokens:
+    description: Output tokens per decode request (forced with min_tokens and ignore_eos).
+    type: int
+    default: 256
+  prefill_sizes:
+    description: Cold prefill prompt sizes in tokens (sizes >= max_model_len - 64 are dropped).
+    type: list
+    elements: int
+    default: [2048, 32768, 65536, 131072]
+  prefill_texts:
+    description: Prefill texts, C(filler) and/or C(source) (real text from the Python standard library).
+    type: list
+    elements: str
+    default: [filler, source]
+  prefill_repeats:
+    description: Samples per prefill point.
+    type: int
+    default: 3
+  prefix_tokens:
+    description: Prompt size of the prefix replay suite.
+    type: int
+    default: 32768
+  admission_tokens:
+    description: Context tokens of each of the concurrent admission requests.
+    type: int
+    default: 65536
+  needle_tokens:
+    description: Target prompt size of the needle suite (clipped to max_model_len - 64).
+    type: int
+    default: 520000
+  idle_timeout:
+    description: Seconds to wait for an idle engine before a sample.
+    type: float
+    default: 300
+  poll_interval:
+    description: Seconds between C(/metrics) polls during a sample.
+    type: float
+    default: 1.0
+  api_key:
+    description: Bearer token for the server, if it needs one.
+    type: str
+    default: ""
+attributes:
+  check_mode:
+    support: full
+    description: No request is sent; the planned points are returned.
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Quick benchmark of the head's endpoint
+  sparkfleet.spark.spark_bench:
+    url: http://10.0.1.71:8000
+    model: deepseek-v4.1-flash
+    output_dir: /srv/bench/20261129T120000Z
+    compare: /srv/bench/baseline.json
+  register: bench
+"""
+
+RETURN = r"""
+verdict:
+  description: pass, fail or regression.
+  returned: success
+  type: str
+bench_json:
+  description: Path of bench.json.
+  returned: success, not in check mode
+  type: str
+summary:
+  description: Contents of summary.md.
+  returned: success, not in check mode
+  type: str
+failed_requests:
+  description: Requests that failed (any class).
+  returned: success, not in check mode
+  type: int
+aborted:
+  description: Why the run stopped early, or null.
+  returned: success, not in check mode
+  type: str
+planned_points:
+  description: Points the run measures (from the configuration alone in check mode).
+  returned: always
+  type: list
+  elements: str
+files:
+  description: Paths of the written reports and plots.
+  returned: success, not in check mode
+  type: dict
+"""
+
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import (  # noqa: E402
+    BenchConfig, plan, run_bench, validate)
+
+ARGS: dict[str, Any] = {
+    "url": {"type": "str", "required": True},
+    "model": {"type": "str", "default": ""},
+    "output_dir": {"type": "path", "required": True},
+    "suites": {"type": "list", "elements": "str", "default": ["quality", "decode"]},
+    "concurrency": {"type": "list", "elements": "int", "default": [1, 2, 4, 8]},
+    "cases": {"type": "list", "elements": "str", "default": ["prose", "code"]},
+    "min_samples": {"type": "int", "default": 3},
+    "max_samples": {"type": "int", "default": 4},
+    "precision": {"type": "float", "default": 2.0},
+    "tolerance": {"type": "float", "default": 3.0},
+    "compare": {"type": "str", "default": ""},
+    "seed": {"type": "int", "default": 0},
+    "timeout": {"type": "float", "default": 1800},
+    "max_tokens": {"type": "int", "default": 256},
+    "prefill_sizes": {"type": "list", "elements": "int", "default": [2048, 32768, 65536, 131072]},
+    "prefill_texts": {"type": "list", "elements": "str", "default": ["filler", "source"]},
+    "prefill_repeats": {"type": "int", "default": 3},
+    "prefix_tokens": {"type": "int", "default": 32768},
+    "admission_tokens": {"type": "int", "default": 65536},
+    "needle_tokens": {"type": "int", "default": 520000},
+    "idle_timeout": {"type": "float", "default": 300},
+    "poll_interval": {"type": "float", "default": 1.0},
+    "api_key": {"type": "str", "default": "", "no_log": True},
+}
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=ARGS, supports_check_mode=True)
+    params = {k: v for k, v in module.params.items()}
+    params["api_key"] = params["api_key"] or None
+    cfg = BenchConfig(**params)
+    problems = validate(cfg)
+    if problems:
+        module.fail_json(msg="spark_bench: invalid options: " + "; ".join(problems), problems=problems)
+    if module.check_mode:
+        module.exit_json(changed=False, verdict=None, planned_points=plan(cfg))
+    report = run_bench(cfg)
+    out = Path(cfg.output_dir)
+    module.exit_json(
+        changed=True, verdict=report["verdict"], failed_requests=report["failed_requests"],
+        aborted=report["aborted"], planned_points=report["identity"].get("planned_points", plan(cfg)),
+        bench_json=str(out / "bench.json"), summary=(out / "summary.md").read_text(encoding="utf-8"),
+        files={"bench_json": str(out / "bench.json"), "summary": str(out / "summary.md"),
+               "csv": str(out / "points.csv"), "plots": report.get("plots", [])})
+
+
+if __name__ == "__main__":
+    main()
