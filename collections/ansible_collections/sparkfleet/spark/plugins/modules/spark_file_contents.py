@@ -23,12 +23,12 @@ options:
     description: Refuse files larger than this (these are configuration and state files, never data).
     type: int
     default: 1048576
-extends_documentation_fragment: [spark_read_only]
+extends_documentation_fragment: [sparkfleet.spark.spark_read_only]
 """
 
 EXAMPLES = r"""
 - name: Memory saver | Read the target kernel's release and configuration
-  spark_file_contents:
+  sparkfleet.spark.spark_file_contents:
     paths:
       - /lib/modules/6.17.0-1008-nvidia-64k/build/include/generated/utsrelease.h
       - /lib/modules/6.17.0-1008-nvidia-64k/build/include/config/auto.conf

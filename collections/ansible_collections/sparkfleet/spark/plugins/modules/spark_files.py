@@ -52,7 +52,7 @@ attributes:
 
 EXAMPLES = r"""
 - name: Host baseline | Write the managed files
-  spark_files:
+  sparkfleet.spark.spark_files:
     directories:
       - {path: /etc/systemd/system.conf.d, mode: "0755", owner: root, group: root}
     files:

@@ -32,7 +32,7 @@ attributes:
 
 EXAMPLES = r"""
 - name: Host baseline | Prepare the 64 KiB swap file
-  spark_swap_file:
+  sparkfleet.spark.spark_swap_file:
     path: /swap-64k.img
     size_mib: 16384
     page_size: 65536
