@@ -5,12 +5,18 @@ container at a fixed interval. These functions decide what to do with what it sa
 cannot be reached: a management-path loss is not a dead rank and must not trigger a coordinated relaunch),
 restart the whole group in order, or give up (rate limit reached, a memory guard tripped, a container is
 gone) with a message for the journal. This file also runs on the nodes next to the program, so it imports
-nothing but the standard library.
+nothing but the standard library and the serving engine (spark_serve_engine.py, shipped beside it), whose order
+every restart follows.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+try:
+    from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_serve_engine as engine
+except ImportError:  # on the node: next to its copy of spark_serve_engine.py
+    import spark_serve_engine as engine  # type: ignore[no-redef]
 
 RUNNING, STOPPED, ABSENT, UNREACHABLE = "running", "stopped", "absent", "unreachable"
 NONE, WAIT, RESTART, GIVE_UP = "none", "wait", "restart", "give-up"
@@ -113,12 +119,9 @@ def _describe(seen: Seen) -> str:
 
 
 def restart_steps(ranks: Sequence[Rank]) -> List[Tuple[str, str]]:
-    """The coordinated restart: stop the head, then the workers by ascending rank; start the workers by
-    ascending rank under startup guards, the head last; wait until the head answers; steady guards everywhere."""
-    head, workers = ranks[0], list(ranks[1:])
-    steps = [("stop", head.host)] + [("stop", w.host) for w in workers]
-    steps += [("start", w.host) for w in workers] + [("start", head.host), ("wait", head.host)]
-    return steps + [("steady", r.host) for r in ranks]
+    """The coordinated restart, in the serving engine's order (stop head first, start workers first), then a
+    wait until the head answers and steady guards everywhere."""
+    return engine.restart_steps([r.host for r in ranks])
 
 
 def parse_state(text: str) -> Seen:

@@ -1,0 +1,38 @@
+"""The serving group's decision and ordered steps for the serve role (module_utils/spark_serve_engine.py)."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_serve_engine as _ENGINE
+
+
+def spark_serve_group(order: Sequence[str], probed: Mapping[str, Mapping[str, Any]], differs: Sequence[str],
+                      answers: Any, replace: Any) -> dict[str, Any]:
+    """{action: keep|fresh|replace|refuse, reason, replacing, launch{...}, rollback{...}, stop[...]} for the
+    hosts of one group in rank order, from each host's probe ({container, guard_present}) and the hosts whose
+    running container differs from its spec."""
+    try:
+        return _ENGINE.group_plan(list(order), probed, list(differs), _bool("answers", answers),
+                                  _bool("spark_serve_replace", replace))
+    except ValueError as exc:
+        raise AnsibleFilterError(f"spark_serve_group: {exc}") from exc
+
+
+def spark_serve_stop_order(order: Sequence[str]) -> list[str]:
+    """The order a group stops in: the head first, then the workers by ascending rank."""
+    return _ENGINE.stop_order(list(order))
+
+
+def _bool(name: str, value: Any) -> bool:
+    """Booleans only: the role converts switches with `| bool`, so anything else here is a wiring error."""
+    if not isinstance(value, bool):
+        raise AnsibleFilterError(f"spark_serve_group: {name} must be a boolean, got {value!r}")
+    return value
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {"spark_serve_group": spark_serve_group, "spark_serve_stop_order": spark_serve_stop_order}

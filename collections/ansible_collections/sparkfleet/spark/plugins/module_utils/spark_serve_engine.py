@@ -1,0 +1,143 @@
+"""The serving group's engine: what to do with a group and the order of every step that touches its containers.
+
+A tensor-parallel group only works as a whole, so every path that changes it follows one order: the head
+stops first (its API goes away before any worker it drives), then the workers by ascending rank; workers start
+by ascending rank and the head last (it connects to them). The serve role's start, rollback and stop, the
+reboot path (through the role's stop) and the supervisor's restart all take their steps from here, and the
+group decision (keep, fresh start, replace, refuse) is made here once per run from what the ranks reported.
+
+Standard library only: the supervisor ships this file to the nodes next to its program.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
+
+KEEP, FRESH, REPLACE, REFUSE = "keep", "fresh", "replace", "refuse"
+ACTIONS = (KEEP, FRESH, REPLACE, REFUSE)
+RUNNING, ABSENT = "running", "absent"
+
+
+@dataclass(frozen=True)
+class RankState:
+    """One rank as the run's probe saw it, in rank order (the head is rank 0)."""
+
+    host: str
+    container: str
+    in_sync: bool = True
+    guard_present: bool = False
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: str
+    reason: str
+
+    @property
+    def replacing(self) -> bool:
+        return self.action == REPLACE
+
+
+def stop_order(order: Sequence[str]) -> List[str]:
+    """The head first, then the workers by ascending rank (order is the hosts in rank order)."""
+    return list(order)
+
+
+def start_order(order: Sequence[str]) -> List[str]:
+    """The workers by ascending rank, the head last."""
+    return list(order[1:]) + list(order[:1])
+
+
+def decide(ranks: Sequence[RankState], answers: bool, replace: bool) -> Decision:
+    """Keep a healthy group, start a group where nothing runs, replace when asked; refuse to touch a running
+    group that is unhealthy or not the planned one unless a replace is asked for."""
+    running = [r for r in ranks if r.container == RUNNING]
+    healthy = len(running) == len(ranks) and all(r.in_sync for r in ranks) and answers
+    states = ", ".join(f"{r.host}: {r.container}" for r in ranks)
+    if healthy and not replace:
+        return Decision(KEEP, f"the group runs as planned and answers ({states})")
+    if not running:
+        return Decision(FRESH, f"nothing serves ({states}): fresh start")
+    if replace:
+        return Decision(REPLACE, f"replacing the running group as asked ({states})")
+    why = "is not answering" if not answers else "is not the planned one"
+    return Decision(REFUSE, f"a serving group is running but {why} (containers: {states}); rerun with "
+                            "-e spark_serve_replace=true to replace it, or playbooks/stop.yml")
+
+
+def launch_steps(ranks: Sequence[RankState]) -> Dict[str, List[str]]:
+    """What a fresh start or a replace does, in order: disarm every guard (stale ones too), stop the running
+    containers head first, keep them aside under another name until the new group answers, remove the ones that
+    had already stopped, start every rank's new container workers first, the head last."""
+    order = [r.host for r in ranks]
+    running = {r.host for r in ranks if r.container == RUNNING}
+    return {
+        "disarm": [r.host for r in ranks if r.guard_present or r.host in running],
+        "stop": [h for h in stop_order(order) if h in running],
+        "keep_previous": [h for h in order if h in running],
+        "remove_stopped": [r.host for r in ranks if r.container not in (RUNNING, ABSENT)],
+        "start": start_order(order),
+    }
+
+
+def rollback_steps(ranks: Sequence[RankState], replacing: bool) -> Dict[str, List[str]]:
+    """After a failed start (the new containers are removed from every rank): a replaced group gets its
+    containers back under their name and restarts workers first, the head last."""
+    order = [r.host for r in ranks]
+    previous = {r.host for r in ranks if r.container == RUNNING} if replacing else set()
+    return {
+        "restore": [h for h in order if h in previous],
+        "start": [h for h in start_order(order) if h in previous],
+    }
+
+
+def restart_steps(order: Sequence[str]) -> List[Tuple[str, str]]:
+    """The supervisor's coordinated restart of a group whose containers all exist: stop in stop order, start in
+    start order under startup guards, wait until the head answers, steady guards everywhere."""
+    steps = [("stop", h) for h in stop_order(order)] + [("start", h) for h in start_order(order)]
+    return steps + [("wait", order[0])] + [("steady", h) for h in order]
+
+
+def rank_states(order: Sequence[str], probed: Mapping[str, Mapping[str, Any]],
+                differs: Sequence[str] = ()) -> List[RankState]:
+    """RankStates from the per-host probe documents ({container, guard_present}, other keys ignored) and the
+    hosts whose running container differs from its spec; ValueError naming a host that has no document or a
+    field of the wrong kind."""
+    missing = [h for h in order if not isinstance(probed.get(h), Mapping)]
+    if missing:
+        raise ValueError(f"no probe result for {', '.join(missing)}")
+    states = []
+    for host in order:
+        doc = probed[host]
+        container = doc.get("container")
+        if not isinstance(container, str) or not container:
+            raise ValueError(f"{host}: container state must be a word, got {container!r}")
+        states.append(RankState(host, container, host not in differs, _flag(host, doc, "guard_present", False)))
+    return states
+
+
+def _flag(host: str, doc: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = doc.get(key, default)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError(f"{host}: {key} must be true or false, got {value!r}")
+
+
+def group_plan(order: Sequence[str], probed: Mapping[str, Mapping[str, Any]], differs: Sequence[str],
+               answers: bool, replace: bool) -> Dict[str, Any]:
+    """The whole decision of one run for one group, with every ordered step it may take."""
+    unknown = sorted(set(differs) - set(order))
+    if unknown:
+        raise ValueError(f"differing host(s) {', '.join(unknown)} are not in the group")
+    ranks = rank_states(order, probed, differs)
+    decision = decide(ranks, answers, replace)
+    return {
+        "action": decision.action,
+        "reason": decision.reason,
+        "replacing": decision.replacing,
+        "launch": launch_steps(ranks),
+        "rollback": rollback_steps(ranks, decision.replacing),
+        "stop": stop_order(order),
+    }

@@ -1,0 +1,136 @@
+"""The serving engine (module_utils/spark_serve_engine.py): the group decision and the order of every step."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_serve_engine as engine
+from testlib import COLLECTION, load_source
+
+FILTER = load_source("filter", "sparkfleet_serve_engine")
+ORDER3 = ["dgx1", "dgx2", "dgx3"]
+ORDER4 = ["dgx1", "dgx2", "dgx3", "dgx4"]
+
+
+def _probed(*states: str, guards: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
+    return {f"dgx{i + 1}": {"container": s, "guard_present": f"dgx{i + 1}" in guards, "image_id": "sha256:x"}
+            for i, s in enumerate(states)}
+
+
+# (containers per rank, in sync, head answers, replace asked) -> action
+DECISIONS = [
+    (("running",) * 3, True, True, False, engine.KEEP),
+    (("running",) * 3, True, True, True, engine.REPLACE),
+    (("absent",) * 3, True, False, False, engine.FRESH),
+    (("absent",) * 3, True, False, True, engine.FRESH),
+    (("exited", "exited", "absent"), True, False, False, engine.FRESH),
+    (("running", "exited", "running"), True, False, False, engine.REFUSE),
+    (("running", "exited", "running"), True, False, True, engine.REPLACE),
+    (("running",) * 3, False, True, False, engine.REFUSE),
+    (("running",) * 3, True, False, False, engine.REFUSE),
+    (("running",) * 3, False, True, True, engine.REPLACE),
+]
+
+
+@pytest.mark.parametrize(("states", "in_sync", "answers", "replace", "action"), DECISIONS)
+def test_the_group_decision(states: tuple[str, ...], in_sync: bool, answers: bool, replace: bool, action: str) -> None:
+    plan = engine.group_plan(ORDER3, _probed(*states), [] if in_sync else ["dgx2"], answers, replace)
+    assert plan["action"] == action
+    assert plan["replacing"] == (action == engine.REPLACE)
+
+
+def test_a_refusal_says_why_and_what_to_run() -> None:
+    not_answering = engine.group_plan(ORDER3, _probed("running", "exited", "running"), [], False, False)
+    assert not_answering["reason"] == (
+        "a serving group is running but is not answering (containers: dgx1: running, dgx2: exited, dgx3: running); "
+        "rerun with -e spark_serve_replace=true to replace it, or playbooks/stop.yml")
+    stale = engine.group_plan(ORDER3, _probed("running", "running", "running"), ["dgx3"], True, False)
+    assert "is not the planned one" in stale["reason"]
+
+
+@pytest.mark.parametrize("order", [ORDER3, ORDER4])
+def test_stop_head_first_start_head_last(order: list[str]) -> None:
+    assert engine.stop_order(order) == order
+    assert engine.start_order(order) == order[1:] + order[:1]
+
+
+def test_a_replace_stops_keeps_and_restarts_only_what_ran() -> None:
+    plan = engine.group_plan(ORDER4, _probed("running", "running", "exited", "absent", guards=("dgx4",)), [], True, True)
+    assert plan["launch"] == {
+        "disarm": ["dgx1", "dgx2", "dgx4"],
+        "stop": ["dgx1", "dgx2"],
+        "keep_previous": ["dgx1", "dgx2"],
+        "remove_stopped": ["dgx3"],
+        "start": ["dgx2", "dgx3", "dgx4", "dgx1"],
+    }
+    assert plan["rollback"] == {"restore": ["dgx1", "dgx2"], "start": ["dgx2", "dgx1"]}
+    assert plan["stop"] == ORDER4
+
+
+def test_a_fresh_start_has_nothing_to_bring_back() -> None:
+    plan = engine.group_plan(ORDER3, _probed("absent", "exited", "absent"), [], False, False)
+    assert plan["launch"]["stop"] == [] and plan["launch"]["keep_previous"] == []
+    assert plan["launch"]["remove_stopped"] == ["dgx2"]
+    assert plan["rollback"] == {"restore": [], "start": []}
+
+
+def test_the_supervisors_restart_follows_the_same_order() -> None:
+    assert engine.restart_steps(ORDER3) == [
+        ("stop", "dgx1"), ("stop", "dgx2"), ("stop", "dgx3"),
+        ("start", "dgx2"), ("start", "dgx3"), ("start", "dgx1"),
+        ("wait", "dgx1"), ("steady", "dgx1"), ("steady", "dgx2"), ("steady", "dgx3")]
+
+
+BAD_PROBES = [
+    ({"dgx1": {"container": "running"}, "dgx2": {"container": "running"}}, "no probe result for dgx3"),
+    ({**_probed("running", "running", "running"), "dgx2": {"container": ""}}, "dgx2: container state must be a word"),
+    ({**_probed("running", "running", "running"), "dgx3": {"container": "running", "guard_present": "maybe"}},
+     "dgx3: guard_present must be true or false, got 'maybe'"),
+]
+
+
+@pytest.mark.parametrize(("probed", "message"), BAD_PROBES)
+def test_bad_probe_documents_name_the_host_and_field(probed: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        engine.group_plan(ORDER3, probed, [], True, False)
+
+
+def test_a_differing_host_outside_the_group_is_an_error() -> None:
+    with pytest.raises(ValueError, match="differing host.s. dgx9 are not in the group"):
+        engine.group_plan(ORDER3, _probed("running", "running", "running"), ["dgx9"], True, False)
+
+
+def test_the_filter_wraps_errors_and_refuses_non_booleans() -> None:
+    assert FILTER.spark_serve_group(ORDER3, _probed("running", "running", "running", guards=("dgx1",)),
+                                    [], True, False)["action"] == engine.KEEP
+    assert FILTER.spark_serve_group(ORDER3, _probed("running", "running", "running"), [], True,
+                                    False)["launch"]["disarm"] == ORDER3
+    with pytest.raises(AnsibleFilterError, match="spark_serve_group: no probe result for dgx3"):
+        FILTER.spark_serve_group(ORDER3, {"dgx1": {"container": "absent"}, "dgx2": {"container": "absent"}}, [], False,
+                                 False)
+    with pytest.raises(AnsibleFilterError, match="spark_serve_replace must be a boolean, got 'true'"):
+        FILTER.spark_serve_group(ORDER3, _probed("absent", "absent", "absent"), [], False, "true")
+    assert FILTER.spark_serve_stop_order(ORDER4) == ORDER4
+
+
+def test_the_supervisor_runs_from_its_shipped_copies(tmp_path: Path) -> None:
+    """On a node the program sits next to plain copies of its modules, without the collection."""
+    utils = COLLECTION / "plugins" / "module_utils"
+    shutil.copy(utils / "spark_serve_supervisor.py", tmp_path / "supervise.py")
+    for name in ("spark_serve_supervise.py", "spark_serve_engine.py", "spark_memguard.py"):
+        shutil.copy(utils / name, tmp_path / name)
+    (tmp_path / "check.py").write_text(
+        "import supervise, spark_serve_supervise as s\n"
+        "print(s.restart_steps([s.Rank('a', 0, 'x', True), s.Rank('b', 1, 'y', False)]))\n", encoding="utf-8")
+    # -E -s: no PYTHONPATH, no user site; the script's directory is what the node's program has beside it.
+    done = subprocess.run([sys.executable, "-E", "-s", str(tmp_path / "check.py")], capture_output=True, text=True,
+                          check=False, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ("[('stop', 'a'), ('stop', 'b'), ('start', 'b'), ('start', 'a'), ('wait', 'a'), "
+                                   "('steady', 'a'), ('steady', 'b')]")
