@@ -12,7 +12,8 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-POLICIES = ("require", "available")
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_policy as _POLICY
+
 UNLIMITED = -1
 # Bit numbers of the capabilities serving profiles add (linux/capability.h); others are not judged.
 CAPABILITY_BITS = {"NET_ADMIN": 12, "IPC_LOCK": 14, "SYS_PTRACE": 19, "SYS_ADMIN": 21, "SYS_NICE": 23, "SYS_RESOURCE": 24}
@@ -54,8 +55,10 @@ def spark_serve_fit_run(run: Mapping[str, Any], facts: Mapping[str, Any], policy
     facts: {"paths": {path: exists}, "runtimes": [docker runtime names], "memlock_hard": bytes or -1 or None,
             "cap_bounding": CapBnd hex of /proc/self/status or None}.
     """
-    if policy not in POLICIES:
-        raise AnsibleFilterError(f"host {host}: spark_device_policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+    try:
+        _POLICY.check(policy, host)
+    except _POLICY.PolicyError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
     paths = facts.get("paths") or {}
     fitted = dict(run)
     missing: list[str] = []
@@ -87,7 +90,7 @@ def spark_serve_fit_run(run: Mapping[str, Any], facts: Mapping[str, Any], policy
             lambda u: f"{u} (the host's locked-memory hard limit is {host_hard})")
         missing += lacking
         fitted["ulimits"] = kept
-    if missing and policy == "require":
+    if missing and policy == _POLICY.REQUIRE:
         raise AnsibleFilterError(f"host {host}: the serving profile needs what this host lacks: {'; '.join(missing)} "
                                  "(install the device/runtime, or set spark_device_policy=available to drop them)")
     return {"run": {k: v for k, v in fitted.items() if v != []}, "missing": missing}
