@@ -147,6 +147,10 @@ def observe(path: str) -> Observed | None:
     return Observed(stat.S_ISDIR(info.st_mode), is_file, stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid, text)
 
 
+# Changes that need the file written; the others (mode, owner) only set attributes in place.
+REWRITES = frozenset({"create", "replace", "content"})
+
+
 def apply(wanted: Wanted, changes: list[str]) -> None:
     """Make one path match; files are replaced atomically with mode and owner set before the rename."""
     if wanted.content is None:
@@ -154,7 +158,7 @@ def apply(wanted: Wanted, changes: list[str]) -> None:
             os.makedirs(wanted.path, mode=0o755, exist_ok=True)
         set_attributes(wanted)
         return
-    if changes == ["mode"] or changes == ["owner"] or changes == ["mode", "owner"]:
+    if not REWRITES.intersection(changes):
         set_attributes(wanted)
         return
     atomic_write_text(wanted.path, wanted.content, wanted.mode, owner=owner_of(wanted))

@@ -170,7 +170,7 @@ def parse_swaps(text: str) -> List[Dict[str, Any]]:
 def swap_header_page_size(head: bytes) -> Optional[int]:
     """mkswap puts SWAPSPACE2 in the last 10 bytes of the first page, so its offset gives the page size."""
     for size in SWAP_PAGE_SIZES:
-        if head[size - len(SWAP_MAGIC):size] == SWAP_MAGIC:
+        if has_swap_header(head, size):
             return size
     return None
 
