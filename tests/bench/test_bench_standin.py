@@ -18,6 +18,9 @@ from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suite
 
 from conftest import MODEL, Standin
 
+# Asserts wall-clock figures of the stand-in: run alone, after the lanes that load the machine (Makefile).
+pytestmark = pytest.mark.timing
+
 ITL = 0.01
 BASE = 0.05
 PREFILL = 4000.0

@@ -124,6 +124,7 @@ def _args(url: str, node: Path, **extra: Any) -> dict[str, Any]:
     return args
 
 
+@pytest.mark.timing
 def test_module_polls_at_four_hertz_until_ready(run_module: Any, api: tuple[str, Any], node: Path) -> None:
     url, _ = api
     started = time.time()

@@ -9,6 +9,9 @@ from typing import Dict, List
 import pytest
 from standin_client import MODEL, Server, StreamResult, metrics, stream
 
+# Asserts wall-clock figures of the stand-in: run alone, after the lanes that load the machine (Makefile).
+pytestmark = pytest.mark.timing
+
 TRUTH = {"STANDIN_ITL_S": "0.02", "STANDIN_TTFT_BASE_S": "0.005", "STANDIN_PREFILL_TPS": "4000"}
 
 

@@ -8,6 +8,9 @@ import time
 import pytest
 from standin_client import MODEL, get, stream
 
+# Asserts wall-clock figures of the stand-in: run alone, after the lanes that load the machine (Makefile).
+pytestmark = pytest.mark.timing
+
 ITL = 0.01
 
 
