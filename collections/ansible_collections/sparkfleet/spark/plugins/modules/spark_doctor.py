@@ -41,6 +41,14 @@ options:
   docker_bin:
     description: Docker CLI; found on C(PATH) when not given. Without one the container is reported as not inspected.
     type: path
+  secrets:
+    description:
+      - Values the site marks secret (token, API key, passwords). They, and the values of secret-named
+        variables and engine flags (C(HF_TOKEN), C(--api-key)), are replaced by C(<redacted>) in the returned
+        container's C(env), C(cmd) and C(labels), so C(-v) output and saved reports never show them.
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment: [sparkfleet.spark.spark_read_only]
 """
 
@@ -95,6 +103,7 @@ from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_doctor impo
     parse_container, parse_sm_clock, unit_state)
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_host import C_LOCALE
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_gid import read_attribute
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_redact import redact_inspect
 
 
 def _rdma(sys_root: str) -> List[str]:
@@ -129,7 +138,7 @@ def _container(module: AnsibleModule) -> Dict[str, Any]:
         return dict(parse_container(1, ""), status="not inspected", error="docker is not installed")
     rc, out, _ = module.run_command([docker, "inspect", "--type", "container", "--format", "{{json .}}", name],
                                     environ_update=C_LOCALE)
-    return parse_container(rc, out)
+    return redact_inspect(parse_container(rc, out), module.params["secrets"])
 
 
 def _gpu(module: AnsibleModule, has_gpu: bool) -> Dict[str, Any]:
@@ -152,6 +161,7 @@ def main() -> None:
             container=dict(type="str"),
             sys_root=dict(type="path", default="/sys"),
             docker_bin=dict(type="path"),
+            secrets=dict(type="list", elements="str", default=[], no_log=True),
         ),
         supports_check_mode=True,
     )
