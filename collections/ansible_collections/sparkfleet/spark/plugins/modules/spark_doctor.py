@@ -93,6 +93,15 @@ gpu:
   description: C(sm_clock_mhz) of the first GPU and the C(reason) when it is null.
   returned: always
   type: dict
+missing_tools:
+  description:
+    - The tools these probes need that the node lacks (systemctl for O(units), docker for O(container),
+      nvidia-smi on a node with a GPU device), each with what it is needed for. The doctor reports each as a
+      failed check (C(node.tools)); the module itself does not fail.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{tool: docker, needed_for: inspecting the serving container dsv41-karmic-kraken}]
 """
 
 import os
@@ -114,6 +123,18 @@ def _rdma(sys_root: str) -> List[str]:
 def _drm(sys_root: str) -> Dict[str, Any]:
     base = os.path.join(sys_root, "module", "nvidia_drm", "parameters")
     return {name: read_attribute(os.path.join(base, name))[0] for name in ("modeset", "fbdev")}
+
+
+def _missing_tools(module: AnsibleModule, has_gpu: bool) -> List[Dict[str, str]]:
+    """The tools the probes below need that the node lacks, with what each is needed for."""
+    needs = []
+    if module.params["units"]:
+        needs.append(("systemctl", "reading the units " + ", ".join(module.params["units"])))
+    if module.params["container"] and not module.params["docker_bin"]:
+        needs.append(("docker", "inspecting the serving container " + module.params["container"]))
+    if has_gpu:
+        needs.append(("nvidia-smi", "reading the GPU clock"))
+    return [{"tool": tool, "needed_for": why} for tool, why in needs if not module.get_bin_path(tool)]
 
 
 def _units(module: AnsibleModule) -> Dict[str, Dict[str, Any]]:
@@ -171,6 +192,7 @@ def main() -> None:
         changed=False, devices=devices, rdma_devices=_rdma(sys_root),
         efi=os.path.isdir(os.path.join(sys_root, "firmware", "efi")), nvidia_drm=_drm(sys_root),
         units=_units(module), container=_container(module), gpu=_gpu(module, any(devices.values())),
+        missing_tools=_missing_tools(module, any(devices.values())),
     )
 
 
