@@ -104,8 +104,8 @@ def test_converged_spark_cluster_has_no_failures() -> None:
     checks = doc.evaluate(cluster(), context())
     assert [c for c in checks if c.status != doc.OK] == []
     per_node = [c.check for c in checks if c.node == "dgx1"]
-    assert len(per_node) == len(set(per_node)) == 27
-    assert len(checks) == 2 + 3 * 27 + 8 + 2 + 1 + 1   # configuration, nodes, host/image/model parity, API
+    assert len(per_node) == len(set(per_node)) == 28
+    assert len(checks) == 2 + 3 * 28 + 8 + 2 + 1 + 1   # configuration, nodes, host/image/model parity, API
     assert all(c.fix for c in checks) and all(c.severity in doc.SEVERITIES for c in checks)
 
 
@@ -277,6 +277,32 @@ def test_failed_or_skipped_probes_are_reported_not_raised() -> None:
     assert state.status == "fail" and "boom" in state.message
     paths = find(checks, "dgx1", "fabric.paths")
     assert paths.status == "skipped" and paths.message == "no fabric_paths probe (spark_doctor_ping_paths | bool)"
+
+
+def test_a_missing_tool_is_a_failed_check_naming_the_tool_and_what_it_blocks() -> None:
+    nodes = cluster()
+    assert find(doc.evaluate(nodes, context()), "dgx1", "node.tools").status == doc.OK
+    nodes["dgx1"]["probe"]["missing_tools"] = [
+        {"tool": "docker", "needed_for": "inspecting the serving container dsv41-karmic-kraken"},
+        {"tool": "nvidia-smi", "needed_for": "reading the GPU clock"}]
+    nodes["dgx1"]["probe"]["container"] = dict(doc.parse_container(1, ""), status="not inspected",
+                                               error="docker is not installed")
+    checks = doc.evaluate(nodes, context())
+    tools = find(checks, "dgx1", "node.tools")
+    assert (tools.status, tools.severity) == (doc.FAIL, doc.ERROR)
+    assert tools.message == ("docker is not installed (needed for inspecting the serving container "
+                             "dsv41-karmic-kraken); nvidia-smi is not installed (needed for reading the GPU clock)")
+    assert find(checks, "dgx2", "node.tools").status == doc.OK
+    nodes["dgx1"]["probe"] = {"failed": True, "msg": "boom"}
+    assert find(doc.evaluate(nodes, context()), "dgx1", "node.tools").status == doc.FAIL
+
+
+def test_fan_unit_without_systemctl_says_so() -> None:
+    nodes = cluster()
+    nodes["dgx1"]["probe"]["units"] = {"dgx-fan-control.service": {
+        "found": False, "load": "no systemctl", "active": "unknown", "enabled": "unknown"}}
+    fan = find(doc.evaluate(nodes, context()), "dgx1", "host.fan_control")
+    assert fan.status == doc.FAIL and fan.message == "dgx-fan-control.service state unknown: systemctl is not installed"
 
 
 def test_broken_path_names_netdev_and_peer() -> None:

@@ -93,3 +93,20 @@ def test_no_container_option_inspects_nothing(run_module: Callable[..., Any], no
                                 check_mode=True)
     assert not failed and result["container"] == {} and result["units"] == {}
     assert not log.exists() or not any(line.startswith("docker") for line in log.read_text().splitlines())
+
+
+def test_missing_tools_are_reported_not_raised(run_module: Callable[..., Any], node: Tuple[Path, Path],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    root, _ = node
+    empty = root / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    failed, result = run_module("spark_doctor", {
+        "devices": [str(root / "nvidia0")], "container": "dsv41-karmic-kraken", "sys_root": str(root / "sys")},
+        check_mode=True)
+    assert not failed, result
+    assert [t["tool"] for t in result["missing_tools"]] == ["systemctl", "docker", "nvidia-smi"]
+    assert "dsv41-karmic-kraken" in result["missing_tools"][1]["needed_for"]
+    failed, result = run_module("spark_doctor", {"devices": [], "units": [], "sys_root": str(root / "sys")},
+                                check_mode=True)
+    assert not failed and result["missing_tools"] == []

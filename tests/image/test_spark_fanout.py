@@ -9,7 +9,7 @@ import pytest
 from conftest import FIXTURES
 
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_fanout import (
-    FanoutError, cable_addresses, fanout_waves)
+    FanoutError, cable_addresses, fanout_waves, possible_senders, vetted_holders)
 
 TRIANGLE = json.loads((FIXTURES / "plan-tp3-triangle.json").read_text())["nodes"]
 RING = json.loads((FIXTURES / "plan-tp4-ring.json").read_text())["nodes"]
@@ -71,3 +71,39 @@ def test_unreachable_target_is_named_or_sent_over_management() -> None:
 def test_unknown_target() -> None:
     with pytest.raises(FanoutError, match="fan-out targets not in the fabric plan: dgx9"):
         fanout_waves(TRIANGLE, "dgx1", ["dgx9"])
+
+
+
+# --- holders are hashed before they send ----------------------------------------------------------
+
+def test_possible_senders_are_the_holders_cabled_to_a_rank_that_needs_data() -> None:
+    # Ring dgx1-dgx2-dgx3-dgx4-dgx1: dgx3 is cabled to dgx2 and dgx4, dgx1 is the source.
+    assert possible_senders(RING, "dgx1", ["dgx2"], ["dgx1", "dgx3", "dgx4"]) == ["dgx3"]
+    assert possible_senders(RING, "dgx1", ["dgx2", "dgx4"], ["dgx3"]) == ["dgx3"]
+    assert possible_senders(RING, "dgx1", ["dgx3"], ["dgx2", "dgx4"]) == ["dgx2", "dgx4"]
+    assert possible_senders(RING, "dgx1", [], ["dgx2", "dgx3"]) == []
+    assert possible_senders(TRIANGLE, "dgx1", ["dgx3"], ["dgx2"]) == ["dgx2"]
+
+
+CORRUPT = {"ok": False, "problems": [{"path": "model-00001-of-00048.safetensors",
+                                      "problem": "sha256 differs from the manifest (size matches)"}]}
+
+
+def test_a_holder_whose_hash_fails_is_named_and_never_sends() -> None:
+    # dgx2 needs data; dgx3 and dgx4 hold it by size, and dgx3 (cabled to dgx2) would be its sender.
+    assert possible_senders(RING, "dgx1", ["dgx2"], ["dgx3", "dgx4"]) == ["dgx3"]
+    holders, refused = vetted_holders(["dgx3", "dgx4"], ["dgx3"], {"dgx3": CORRUPT})
+    assert holders == ["dgx4"]
+    assert refused == {"dgx3": "dgx3 (holder, not sent from): model-00001-of-00048.safetensors: sha256 differs "
+                                "from the manifest (size matches); it is synced again from a verified holder"}
+    waves = fanout_waves(RING, "dgx1", ["dgx2", *refused], holders=holders)
+    assert all(t["from"] != "dgx3" for wave in waves for t in wave)
+    assert {t["to"] for wave in waves for t in wave} == {"dgx2", "dgx3"}
+
+
+def test_a_sender_without_a_hashed_check_is_not_trusted() -> None:
+    holders, refused = vetted_holders(["dgx2", "dgx3"], ["dgx2", "dgx3"],
+                                      {"dgx2": {"ok": True, "problems": []}, "dgx3": {"skipped": True}})
+    assert holders == ["dgx2"] and refused == {"dgx3": "dgx3 (holder, not sent from): its files were not hashed"
+                                                       "; it is synced again from a verified holder"}
+    assert vetted_holders(["dgx2"], [], {}) == (["dgx2"], {})

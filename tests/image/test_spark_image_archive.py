@@ -124,6 +124,25 @@ def test_thin_check_mode_and_errors(tmp_path: Path, run_module: Any) -> None:
     assert failed and result["msg"].startswith(f"{tmp_path / 'junk.tar'} is not a readable docker save archive")
 
 
+
+@pytest.mark.parametrize("spelling", ["same", "dotted", "symlink", "hardlink"])
+def test_thin_refuses_to_overwrite_its_source(tmp_path: Path, run_module: Any, spelling: str) -> None:
+    full = tmp_path / "full.tar"
+    build_archive(full)
+    before = full.read_bytes()
+    dest = {"same": full, "dotted": tmp_path / "sub" / ".." / "full.tar", "symlink": tmp_path / "link.tar",
+            "hardlink": tmp_path / "hard.tar"}[spelling]
+    (tmp_path / "sub").mkdir()
+    if spelling == "symlink":
+        dest.symlink_to(full)
+    if spelling == "hardlink":
+        dest.hardlink_to(full)
+    for check_mode in (True, False):
+        failed, result = thin(run_module, full, dest, 1, check_mode=check_mode)
+        assert failed and "is its source" in result["msg"] and str(full) in result["msg"], result
+    assert full.read_bytes() == before
+
+
 # --- save ----------------------------------------------------------------------------------------
 
 class FakeSave:

@@ -90,6 +90,28 @@ def spark_fanout_waves(plan: Any, source: str, targets: Any, holders: Any = (),
                  management_fallback=bool(management_fallback))
 
 
+def _plan_nodes(plan: Any, name: str) -> Any:
+    nodes = plan.get("nodes") if isinstance(plan, Mapping) else plan
+    if not isinstance(nodes, Sequence) or isinstance(nodes, (str, bytes)):
+        raise AnsibleFilterError(f"{name}: expected the fabric plan (spark_plan) or its nodes list")
+    return nodes
+
+
+def spark_fanout_senders(plan: Any, source: str, targets: Any, holders: Any) -> list[str]:
+    """The holders (not the source) cabled to a target: each may send, so each is hashed before the waves."""
+    return _call(_FANOUT.possible_senders, _plan_nodes(plan, "spark_fanout_senders"), source,
+                 list(targets or []), list(holders or []))
+
+
+def spark_fanout_vetted(holders: Any, senders: Any, checks: Any) -> dict[str, Any]:
+    """{holders: those that may send, refused: {host: message naming its bad files}} from the hashed checks."""
+    if not isinstance(checks, Mapping):
+        raise AnsibleFilterError("spark_fanout_vetted: checks must map each sender to its spark_model_manifest result")
+    kept, refused = _call(_FANOUT.vetted_holders, list(holders or []), list(senders or []),
+                          {str(h): dict(c) if isinstance(c, Mapping) else {} for h, c in checks.items()})
+    return {"holders": kept, "refused": refused}
+
+
 class FilterModule:
     """sparkfleet image and distribution filters."""
 
@@ -103,4 +125,6 @@ class FilterModule:
             "spark_image_mismatch_message": spark_image_mismatch_message,
             "spark_image_shared_depth": spark_image_shared_depth,
             "spark_fanout_waves": spark_fanout_waves,
+            "spark_fanout_senders": spark_fanout_senders,
+            "spark_fanout_vetted": spark_fanout_vetted,
         }

@@ -169,6 +169,20 @@ def running(obs: Observation) -> bool:
 
 # --- Host checks ----------------------------------------------------------------------------------
 
+def check_tools(host: str, obs: Observation, ctx: Context) -> List[Check]:
+    """A tool the probes need and the node lacks is a failed check of its own: without it the checks that
+    depend on it would only read as skipped or "not serving"."""
+    fix = "install the named tools on the node (docker: playbooks/host.yml; nvidia-smi: the NVIDIA driver)"
+    failure = _probe_failure(obs, "probe", "devices")
+    if failure:
+        return [_unprobed(host, "node.tools", ERROR, "the doctor probe failed", failure, fix)]
+    missing = _result(obs, "probe").get("missing_tools") or []
+    if not missing:
+        return [passed(host, "node.tools", ERROR, "every tool the probes use is installed", fix)]
+    message = "; ".join(f"{m.get('tool')} is not installed (needed for {m.get('needed_for')})" for m in missing)
+    return [failed(host, "node.tools", ERROR, message, fix)]
+
+
 def check_gpu_device(host: str, obs: Observation, ctx: Context) -> List[Check]:
     fix = "check the GPU with nvidia-smi; install the pinned driver with playbooks/host.yml and reboot"
     if has_gpu(obs):
@@ -337,7 +351,10 @@ def check_fan_control(host: str, obs: Observation, ctx: Context) -> List[Check]:
     unit = (_result(obs, "probe").get("units") or {}).get(unit_name) or {}
     if unit.get("active") == "active" and unit.get("enabled") == "enabled":
         return [passed(host, "host.fan_control", WARNING, f"{unit_name} enabled and active", fix)]
-    state = "not installed" if not unit.get("found") else f"{unit.get('enabled')}, {unit.get('active')}"
+    if unit.get("load") == "no systemctl":
+        state = "state unknown: systemctl is not installed"
+    else:
+        state = "not installed" if not unit.get("found") else f"{unit.get('enabled')}, {unit.get('active')}"
     return [failed(host, "host.fan_control", WARNING, f"{unit_name} {state}", fix)]
 
 
@@ -659,7 +676,7 @@ def check_unreachable(ctx: Context) -> List[Check]:
 # --- Report ---------------------------------------------------------------------------------------
 
 NODE_CHECKS: Tuple[Callable[[str, Observation, Context], List[Check]], ...] = (
-    check_gpu_device, check_kernel_flavour, check_page_size, check_kernel_release, check_kho, check_driver,
+    check_tools, check_gpu_device, check_kernel_flavour, check_page_size, check_kernel_release, check_kho, check_driver,
     check_memory_saver, check_memlock, check_display, check_drm, check_secure_boot, check_fan_control,
     check_memory_policy, check_gpu_clock, check_rdma_devices, check_fabric_state, check_paths, check_gid,
     check_image, check_container_image, check_container_spec, check_guard, check_model,

@@ -90,3 +90,34 @@ def _management_wave(source: str, missing: Sequence[str], mgmt: Mapping[str, Opt
                           "(allow the management-network fallback to send there)")
     return [{"from": source, "to": target, "address": mgmt[target], "addresses": [mgmt[target]],
              "network": "management"} for target in missing]
+
+
+# --- Holders are hashed before they send ----------------------------------------------------------
+# A holder passed the cheap size check; a same-size corrupt file passes it too, and rsync would spread it to
+# every rank the holder feeds. So every holder that may send is hashed first and only verified ones send.
+
+def possible_senders(nodes: Sequence[Mapping[str, Any]], source: str, targets: Sequence[str],
+                     holders: Sequence[str]) -> List[str]:
+    """The holders (the source aside) cabled to a target: the only ones a wave can choose as a sender (a
+    holder with no cable to a rank lacking data never sends, and later waves only shrink that set)."""
+    links = cable_addresses(nodes)
+    rank = _order(nodes)
+    chosen = {h for h in holders if h != source and any((h, t) in links for t in targets)}
+    return sorted(chosen, key=lambda h: (rank.get(h, len(rank)), h))
+
+
+def vetted_holders(holders: Sequence[str], senders: Sequence[str],
+                   checks: Mapping[str, Mapping[str, Any]]) -> Tuple[List[str], Dict[str, str]]:
+    """(holders that may send, {refused holder: message naming its bad files}). Each of `senders` must have a
+    hashed check (spark_model_manifest verify) that passed; one that failed or did not run is refused and
+    becomes a target again."""
+    refused: Dict[str, str] = {}
+    for host in senders:
+        check = checks.get(host) or {}
+        if check.get("ok") is True:
+            continue
+        problems = check.get("problems") if "ok" in check else None
+        what = ("; ".join(f"{p.get('path')}: {p.get('problem')}" for p in problems) if problems
+                else "its files were not hashed")
+        refused[host] = f"{host} (holder, not sent from): {what}; it is synced again from a verified holder"
+    return [h for h in holders if h not in refused], refused

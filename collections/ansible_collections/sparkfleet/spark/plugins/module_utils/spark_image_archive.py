@@ -127,8 +127,22 @@ def _member_names(path: str) -> Optional[List[str]]:
         return None
 
 
+def same_file(src: str, dest: str) -> bool:
+    """dest names src itself: the same path once resolved (`..`, symlinks), or another link to its inode."""
+    if os.path.realpath(src) == os.path.realpath(dest):
+        return True
+    try:
+        return os.path.samefile(src, dest)
+    except OSError:
+        return False
+
+
 def write_thin(src: str, dest: str, depth: int, check_mode: bool) -> Dict[str, Any]:
     """Write dest = src without the layers of the first `depth` (shared) layers; idempotent."""
+    if same_file(src, dest):
+        # The thin copy is written to a temporary file and renamed over dest: with dest == src the full
+        # archive would be replaced by its thin copy, and every later rank would get a broken image.
+        raise ImageError(f"path {dest} is its source {src}: a thin archive needs a path of its own")
     kept, dropped = _plan_members(src, depth)
     result = {"path": dest, "depth": depth, "skipped_members": len(dropped),
               "skipped_bytes": sum(m.size for m in dropped if m.isfile()),

@@ -114,8 +114,16 @@ options:
     type: float
     default: 1.0
   api_key:
-    description: Bearer token for the server, if it needs one.
+    description:
+      - Bearer token for the server, if it needs one. Give it from a vaulted variable (module arguments travel
+        to the module on stdin or in a file, never in argv); never as C(-e) on the command line.
     type: str
+    default: ""
+  api_key_file:
+    description:
+      - File holding the bearer token (surrounding whitespace ignored), read by the module itself. It must not
+        be readable by group or others (mode 0600 or stricter). Mutually exclusive with O(api_key).
+    type: path
     default: ""
 attributes:
   check_mode:
@@ -167,8 +175,10 @@ files:
   type: dict
 """
 
+import os  # noqa: E402
+import stat  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+from typing import Any, Optional  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import (  # noqa: E402
@@ -198,13 +208,36 @@ ARGS: dict[str, Any] = {
     "idle_timeout": {"type": "float", "default": 300},
     "poll_interval": {"type": "float", "default": 1.0},
     "api_key": {"type": "str", "default": "", "no_log": True},
+    "api_key_file": {"type": "path", "default": ""},
 }
+
+
+def resolve_api_key(api_key: str, api_key_file: str) -> Optional[str]:
+    """The bearer token from O(api_key) or O(api_key_file), or None; ValueError names what is wrong (never
+    the key)."""
+    if api_key and api_key_file:
+        raise ValueError("give either api_key or api_key_file, not both")
+    if not api_key_file:
+        return api_key or None
+    try:
+        mode = stat.S_IMODE(os.stat(api_key_file).st_mode)
+        text = Path(api_key_file).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"cannot read api_key_file {api_key_file}: {exc.strerror}") from None
+    if mode & 0o077:
+        raise ValueError(f"api_key_file {api_key_file} has mode {oct(mode)}: others can read it; chmod 0600")
+    if not text.strip():
+        raise ValueError(f"api_key_file {api_key_file} is empty")
+    return text.strip()
 
 
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGS, supports_check_mode=True)
     params = {k: v for k, v in module.params.items()}
-    params["api_key"] = params["api_key"] or None
+    try:
+        params["api_key"] = resolve_api_key(params["api_key"], params.pop("api_key_file"))
+    except ValueError as exc:
+        module.fail_json(msg=f"spark_bench: {exc}")
     cfg = BenchConfig(**params)
     problems = validate(cfg)
     if problems:

@@ -41,6 +41,14 @@ options:
   docker_bin:
     description: Docker CLI; found on C(PATH) when not given. Without one the container is reported as not inspected.
     type: path
+  secrets:
+    description:
+      - Values the site marks secret (token, API key, passwords). They, and the values of secret-named
+        variables and engine flags (C(HF_TOKEN), C(--api-key)), are replaced by C(<redacted>) in the returned
+        container's C(env), C(cmd) and C(labels), so C(-v) output and saved reports never show them.
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment: [sparkfleet.spark.spark_read_only]
 """
 
@@ -85,6 +93,15 @@ gpu:
   description: C(sm_clock_mhz) of the first GPU and the C(reason) when it is null.
   returned: always
   type: dict
+missing_tools:
+  description:
+    - The tools these probes need that the node lacks (systemctl for O(units), docker for O(container),
+      nvidia-smi on a node with a GPU device), each with what it is needed for. The doctor reports each as a
+      failed check (C(node.tools)); the module itself does not fail.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{tool: docker, needed_for: inspecting the serving container dsv41-karmic-kraken}]
 """
 
 import os
@@ -95,6 +112,7 @@ from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_doctor impo
     parse_container, parse_sm_clock, unit_state)
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_host import C_LOCALE
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_gid import read_attribute
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_redact import redact_inspect
 
 
 def _rdma(sys_root: str) -> List[str]:
@@ -105,6 +123,18 @@ def _rdma(sys_root: str) -> List[str]:
 def _drm(sys_root: str) -> Dict[str, Any]:
     base = os.path.join(sys_root, "module", "nvidia_drm", "parameters")
     return {name: read_attribute(os.path.join(base, name))[0] for name in ("modeset", "fbdev")}
+
+
+def _missing_tools(module: AnsibleModule, has_gpu: bool) -> List[Dict[str, str]]:
+    """The tools the probes below need that the node lacks, with what each is needed for."""
+    needs = []
+    if module.params["units"]:
+        needs.append(("systemctl", "reading the units " + ", ".join(module.params["units"])))
+    if module.params["container"] and not module.params["docker_bin"]:
+        needs.append(("docker", "inspecting the serving container " + module.params["container"]))
+    if has_gpu:
+        needs.append(("nvidia-smi", "reading the GPU clock"))
+    return [{"tool": tool, "needed_for": why} for tool, why in needs if not module.get_bin_path(tool)]
 
 
 def _units(module: AnsibleModule) -> Dict[str, Dict[str, Any]]:
@@ -129,7 +159,7 @@ def _container(module: AnsibleModule) -> Dict[str, Any]:
         return dict(parse_container(1, ""), status="not inspected", error="docker is not installed")
     rc, out, _ = module.run_command([docker, "inspect", "--type", "container", "--format", "{{json .}}", name],
                                     environ_update=C_LOCALE)
-    return parse_container(rc, out)
+    return redact_inspect(parse_container(rc, out), module.params["secrets"])
 
 
 def _gpu(module: AnsibleModule, has_gpu: bool) -> Dict[str, Any]:
@@ -152,6 +182,7 @@ def main() -> None:
             container=dict(type="str"),
             sys_root=dict(type="path", default="/sys"),
             docker_bin=dict(type="path"),
+            secrets=dict(type="list", elements="str", default=[], no_log=True),
         ),
         supports_check_mode=True,
     )
@@ -161,6 +192,7 @@ def main() -> None:
         changed=False, devices=devices, rdma_devices=_rdma(sys_root),
         efi=os.path.isdir(os.path.join(sys_root, "firmware", "efi")), nvidia_drm=_drm(sys_root),
         units=_units(module), container=_container(module), gpu=_gpu(module, any(devices.values())),
+        missing_tools=_missing_tools(module, any(devices.values())),
     )
 
 

@@ -10,7 +10,8 @@ description:
   - O(mode=save) runs C(docker image save --output) (argument list) into a temporary file next to O(path),
     checks that the archive holds exactly O(image_id), and renames it into place with mode 0600. An
     existing archive of the same image ID is kept (RV(changed=false)); a damaged or different one is replaced.
-  - O(mode=thin) copies the archive O(src) to O(path) without the layer files of its first O(depth) layers,
+  - O(mode=thin) copies the archive O(src) to O(path) (never O(src) itself; the same path, a symlink or a hard
+    link to it is refused) without the layer files of its first O(depth) layers,
     the layers a receiving rank already holds in the same order (from C(spark_image_identity) with
     C(collect_layers) and the C(shared_prefix) of the two chains). C(docker load) reads a layer file only
     when that layer chain is missing on the engine, so the thin archive loads to the same image ID while

@@ -1,0 +1,27 @@
+"""Redaction filter: hide the secrets a site marks (and secret-named values) in what a role prints or saves,
+such as a saved docker inspect document or a container's environment (module_utils/spark_redact.py)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_redact as _REDACT
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_data import plain as _plain
+
+
+def spark_redact(value: Any, secrets: Any) -> Any:
+    """`value` (text, a docker inspect document, an environment) with every secret replaced by <redacted>."""
+    if isinstance(secrets, (str, bytes, Mapping)) or not hasattr(secrets, "__iter__"):
+        raise AnsibleFilterError("spark_redact: secrets must be a list of secret values, got "
+                                 f"{type(secrets).__name__}")
+    return _REDACT.redact(_plain(value) if not isinstance(value, str) else str(value), [str(s) for s in secrets
+                                                                                      if s is not None])
+
+
+class FilterModule:
+    """sparkfleet redaction filter."""
+
+    def filters(self) -> dict[str, Any]:
+        return {"spark_redact": spark_redact}
