@@ -72,6 +72,12 @@ def test_decode_metrics_match_the_truth(truth_run: tuple[dict[str, Any], Path]) 
         assert m["tps"]["mean"] == pytest.approx(conc * 64 / (ttft + 63 * ITL), rel=0.05)
         assert m["tps"]["ci95"][0] <= m["tps"]["mean"] <= m["tps"]["ci95"][1]
         assert len(m["tps"]["values"]) == point["n"]
+        # percentiles of single observations: every chunk gap is one ITL, every request one TTFT and E2E
+        assert m["itl_s"]["p50"] == pytest.approx(ITL, abs=0.003)
+        assert m["itl_s"]["observations"] == point["n"] * conc * 63
+        assert m["ttft_s"]["observations"] == m["e2e_s"]["observations"] == point["n"] * conc
+        assert m["ttft_s"]["p50"] <= m["ttft_s"]["p90"] <= m["ttft_s"]["p95"] <= m["ttft_s"]["p99"]
+        assert m["e2e_s"]["p50"] == pytest.approx(ttft + 63 * ITL, rel=0.1)
 
 
 def test_prefill_and_prefix_match_the_truth(truth_run: tuple[dict[str, Any], Path]) -> None:

@@ -19,7 +19,11 @@ SCHEMA = "sparkfleet-bench/1"
 # metric -> higher is better; only these take part in the regression rule (the reference gates on
 # throughput, prefill rate and step time; latency figures swing with queueing and stay informational).
 GATED = {"tps": True, "decode_window_tps": True, "step_ms": False, "prefill_tps": True}
-DECODE_METRICS = ("tps", "decode_window_tps", "per_stream_tps", "ttft_s", "ttfat_s", "ttfr_s", "step_ms")
+DECODE_METRICS = ("tps", "decode_window_tps", "per_stream_tps", "ttft_s", "ttfat_s", "ttfr_s", "step_ms", "itl_s",
+                  "e2e_s")
+# Latency metrics whose summaries also carry percentiles of single observations (requests, chunk gaps).
+LATENCY_METRICS = (("ttft_s", "TTFT ms", 1000.0), ("itl_s", "ITL ms", 1000.0), ("e2e_s", "E2E s", 1.0))
+PERCENTILE_KEYS = ("p50", "p90", "p95", "p99")
 
 
 def new_report(url: str, model: str, started: str, workload: dict[str, Any]) -> dict[str, Any]:
@@ -89,9 +93,15 @@ def verdict(report: dict[str, Any]) -> str:
     return "pass"
 
 
+def point_label(point: dict[str, Any]) -> str:
+    """A decode point's name: case-cN, with @dDEPTH when it ran after prior context."""
+    depth = point.get("depth") or 0
+    return f"{point['case']}-c{point['concurrency']}" + (f"@d{depth}" if depth else "")
+
+
 def _decode_points(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     points = (report.get("suites", {}).get("decode") or {}).get("points") or []
-    return {f"decode/{p['case']}-c{p['concurrency']}": p["metrics"] for p in points}
+    return {f"decode/{point_label(p)}": p["metrics"] for p in points}
 
 
 def _prefill_points(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -196,10 +206,31 @@ def _md_decode(out: io.StringIO, suite: dict[str, Any]) -> None:
               "| TTFT ms | TTFAT ms | step ms | failed |\n|---|---|---|---|---|---|---|---|---|\n")
     for p in suite.get("points", []):
         m = p["metrics"]
-        out.write(f"| {p['case']}-c{p['concurrency']} | {p['n']} | {_cell(m.get('tps'), 1)} | "
+        out.write(f"| {point_label(p)} | {p['n']} | {_cell(m.get('tps'), 1)} | "
                   f"{_cell(m.get('decode_window_tps'), 1)} | {_cell(m.get('per_stream_tps'), 2)} | "
                   f"{_cell(m.get('ttft_s'), 1, 1000)} | {_cell(m.get('ttfat_s'), 1, 1000)} | "
                   f"{_cell(m.get('step_ms'), 2)} | {p.get('failed_requests', 0)} |\n")
+    _md_latency(out, suite)
+
+
+def _quantiles(summary: Optional[dict[str, Any]], scale: float, digits: int) -> str:
+    if not summary or summary.get("p50") is None:
+        return "–"
+    return " / ".join(f"{summary[k] * scale:.{digits}f}" for k in PERCENTILE_KEYS)
+
+
+def _md_latency(out: io.StringIO, suite: dict[str, Any]) -> None:
+    """Mean [95% CI] of the per-sample means beside p50/p90/p95/p99 of single observations."""
+    out.write("\n## Decode latency (mean [95% CI]; p50 / p90 / p95 / p99 of requests, ITL of chunk gaps)\n\n"
+              "| point | " + " | ".join(f"{label} mean | {label} p50/p90/p95/p99" for _, label, _ in LATENCY_METRICS)
+              + " |\n|---|" + "---|---|" * len(LATENCY_METRICS) + "\n")
+    for p in suite.get("points", []):
+        m = p["metrics"]
+        cells = []
+        for name, _, scale in LATENCY_METRICS:
+            digits = 3 if scale == 1.0 else 1
+            cells += [_cell(m.get(name), digits, scale), _quantiles(m.get(name), scale, digits)]
+        out.write(f"| {point_label(p)} | " + " | ".join(cells) + " |\n")
 
 
 def _md_prefill(out: io.StringIO, suite: dict[str, Any]) -> None:
@@ -248,13 +279,13 @@ def _md_comparison(out: io.StringIO, comparison: Optional[dict[str, Any]]) -> No
 
 
 CSV_FIELDS = ("suite", "point", "case", "concurrency", "size", "metric", "n", "mean", "sd", "ci95_lo", "ci95_hi",
-              "failed_requests")
+              "failed_requests", "p50", "p90", "p95", "p99")
 
 
 def _csv_rows(report: dict[str, Any]) -> Iterator[dict[str, Any]]:
     suites = report.get("suites", {})
     for p in (suites.get("decode") or {}).get("points", []):
-        base = {"suite": "decode", "point": f"{p['case']}-c{p['concurrency']}", "case": p["case"],
+        base = {"suite": "decode", "point": point_label(p), "case": p["case"],
                 "concurrency": p["concurrency"], "size": "", "failed_requests": p.get("failed_requests", 0)}
         yield from _metric_rows(base, p["metrics"])
     for p in (suites.get("prefill") or {}).get("points", []):
@@ -269,7 +300,7 @@ def _metric_rows(base: dict[str, Any], metrics: dict[str, Any]) -> Iterator[dict
             continue
         lo, hi = summary["ci95"]
         yield {**base, "metric": name, "n": summary["n"], "mean": summary["mean"], "sd": summary["sd"],
-               "ci95_lo": lo, "ci95_hi": hi}
+               "ci95_lo": lo, "ci95_hi": hi, **{k: summary.get(k, "") for k in PERCENTILE_KEYS}}
 
 
 def points_csv(report: dict[str, Any]) -> str:

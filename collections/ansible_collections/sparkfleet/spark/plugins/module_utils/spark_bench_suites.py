@@ -32,7 +32,8 @@ from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_promp
     check_quality, needle_haystack, nonce_prefix, prompts_sha256, text_of_chars)
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_report import (
     compare, new_report, verdict, write_outputs)
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_stats import converged, summarize
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_stats import (
+    converged, percentiles, summarize)
 
 SUITE_ORDER = ("quality", "decode", "prefill", "prefix", "admission", "needle")
 QUICK = ("quality", "decode")
@@ -181,10 +182,30 @@ def _mean(values: Sequence[Optional[float]]) -> Optional[float]:
     return sum(present) / len(present) if present else None
 
 
+def chunk_gaps(result: RequestResult) -> list[float]:
+    """Gaps between a stream's token-bearing chunks (ITL per chunk: with speculative decoding one chunk can
+    carry several tokens, so this measures jitter and stalls, not the per-token rate)."""
+    times = result.token_times
+    return [b - a for a, b in zip(times, times[1:])]
+
+
+def e2e(result: RequestResult) -> Optional[float]:
+    """Send to the last token-bearing chunk (the usage chunk and [DONE] are not part of the answer)."""
+    return None if result.t_last_token is None else result.t_last_token - result.t_send
+
+
+def distributions(results: Sequence[RequestResult]) -> dict[str, list[float]]:
+    """Per-observation latencies of one sample: TTFT and E2E per request, ITL per chunk gap."""
+    return {"ttft_s": [r.ttft for r in results if r.ttft is not None],
+            "e2e_s": [v for v in (e2e(r) for r in results) if v is not None],
+            "itl_s": [gap for r in results for gap in chunk_gaps(r)]}
+
+
 def sample_metrics(results: Sequence[RequestResult], spec: dict[str, Any]) -> dict[str, Optional[float]]:
     """One decode sample -> its metric values (all requests must be ok)."""
     wall = max(r.t_end for r in results) - min(r.t_send for r in results)
     window = decode_window_tps(results)
+    gaps = [gap for r in results for gap in chunk_gaps(r)]
     step = None
     if spec.get("tokens_per_step") and window:
         step = 1000.0 * spec["tokens_per_step"] * len(results) / window
@@ -196,7 +217,17 @@ def sample_metrics(results: Sequence[RequestResult], spec: dict[str, Any]) -> di
         "ttfat_s": _mean([r.ttfat for r in results]),
         "ttfr_s": _mean([None if r.t_first_chunk is None else r.t_first_chunk - r.t_send for r in results]),
         "step_ms": step,
+        "itl_s": sum(gaps) / len(gaps) if gaps else None,
+        "e2e_s": _mean([e2e(r) for r in results]),
     }
+
+
+def with_percentiles(metrics: dict[str, dict[str, Any]], dist: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
+    """Add p50/p90/p95/p99 of the observations to the summaries of the sample means they belong to."""
+    for name, observations in dist.items():
+        if name in metrics:
+            metrics[name].update(percentiles(observations))
+    return metrics
 
 
 # ---------------------------------------------------------------- server hygiene
@@ -506,7 +537,8 @@ class Runner:
         cfg = self.cfg
         points = [(case, c) for case in cfg.cases for c in cfg.concurrency]
         state = {p: {"values": {}, "attempts": 0, "failed": 0, "discarded": 0, "spec": [], "full_length": 0,
-                     "requests": 0, "reasoning_tokens": 0, "completion_tokens": 0} for p in points}
+                     "requests": 0, "reasoning_tokens": 0, "completion_tokens": 0,
+                     "dist": {"ttft_s": [], "e2e_s": [], "itl_s": []}} for p in points}
         self.report["suites"]["decode"] = {"points": [], "failed_requests": 0}
         warm = list(points)
         self.rng.shuffle(warm)
@@ -565,6 +597,8 @@ class Runner:
         for name, value in sample_metrics(results, spec).items():
             if value is not None:
                 st["values"].setdefault(name, []).append(value)
+        for name, values in distributions(results).items():
+            st["dist"][name].extend(values)
 
     def _decode_summary(self, points: Sequence[tuple[str, int]], state: dict[Any, dict[str, Any]]) -> None:
         out = []
@@ -576,7 +610,8 @@ class Runner:
                 "failed_requests": st["failed"], "discarded": st["discarded"], "requests": st["requests"],
                 "full_length_outputs": st["full_length"],
                 "reasoning_share": st["reasoning_tokens"] / st["completion_tokens"] if st["completion_tokens"] else None,
-                "metrics": {name: summarize(vals) for name, vals in st["values"].items()},
+                "metrics": with_percentiles({name: summarize(vals) for name, vals in st["values"].items()},
+                                            st["dist"]),
                 "spec_decode": {k: _mean([s.get(k) for s in specs]) for k in specs[0]} if specs else None,
             })
         suite = self.report["suites"]["decode"]
@@ -633,7 +668,9 @@ class Runner:
             await self._prefill_sample(text, size, samples[(text, size)])
         points = [{"text": t, "size": s, "n": len(samples[(t, s)]["ttft_s"]), "failed_requests": samples[(t, s)]["failed"],
                    "discarded": samples[(t, s)]["discarded"],
-                   "metrics": {m: summarize(samples[(t, s)][m]) for m in ("ttft_s", "prefill_tps", "prompt_tokens")}}
+                   "metrics": with_percentiles(
+                       {m: summarize(samples[(t, s)][m]) for m in ("ttft_s", "prefill_tps", "prompt_tokens")},
+                       {"ttft_s": samples[(t, s)]["ttft_s"]})}
                   for t, s in keys]
         self.report["suites"]["prefill"] = {"points": points,
                                             "failed_requests": sum(p["failed_requests"] for p in points)}
