@@ -20,7 +20,8 @@ import socket
 import ssl
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional
 from urllib.parse import urlsplit
 
 ERROR_CLASSES = ("http", "transport", "timeout", "stream_error", "incomplete")
@@ -35,6 +36,23 @@ _REASONING = re.compile(rb'"(?:reasoning|reasoning_content)"\s*:\s*"(?!")')
 _NEEDS_PARSE = re.compile(rb'"(?:usage|finish_reason)"\s*:\s*[^\sn]|"error"|"tool_calls"|"token_ids"')
 
 Sink = Callable[[bytes, float], None]
+API_KEY_ENV = "OPENAI_API_KEY"
+
+
+def read_api_key(key_file: Optional[str], environ: Mapping[str, str]) -> Optional[str]:
+    """The bearer token: from key_file when given (it must hold one), else $OPENAI_API_KEY, else None.
+
+    Never from a command line, where every user on the host sees it. Errors name the file, never the key.
+    """
+    if key_file:
+        try:
+            key = Path(key_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ValueError(f"api_key_file: cannot read {key_file}: {exc.strerror or exc}") from exc
+        if not key:
+            raise ValueError(f"api_key_file: {key_file} is empty")
+        return key
+    return environ.get(API_KEY_ENV, "").strip() or None
 
 
 @dataclass

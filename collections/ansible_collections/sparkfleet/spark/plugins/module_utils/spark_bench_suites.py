@@ -39,6 +39,8 @@ SUITE_ORDER = ("quality", "decode", "prefill", "prefix", "admission", "needle")
 QUICK = ("quality", "decode")
 # Ctrl-C, and how systemd stops the scheduled run: both end the run as a fail with a written report.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# Request fields an --extra-body may not replace: the bench's timing and parsing depend on them.
+BENCH_OWNED_KEYS = ("model", "messages", "prompt", "stream")
 
 
 @dataclass
@@ -74,6 +76,7 @@ class BenchConfig:
     poll_interval: float = 1.0
     max_retries: int = 3
     api_key: Optional[str] = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
 
 
 def validate(cfg: BenchConfig) -> list[str]:
@@ -102,6 +105,13 @@ def validate(cfg: BenchConfig) -> list[str]:
     bad_texts = [t for t in cfg.prefill_texts if t not in ("filler", "source")]
     if bad_texts:
         problems.append(f"prefill_texts: unknown {bad_texts} (known: filler, source)")
+    if not isinstance(cfg.extra_body, dict):
+        problems.append(f"extra_body: must be a JSON object, got {type(cfg.extra_body).__name__}")
+    else:
+        owned = sorted(k for k in cfg.extra_body if k in BENCH_OWNED_KEYS)
+        if owned:
+            problems.append(f"extra_body: {owned} are set by the bench itself (model, prompt and streaming are "
+                            "what it measures)")
     if cfg.compare and cfg.compare != "none" and not Path(cfg.compare).is_file():
         problems.append(f"compare: baseline {cfg.compare!r} is not a file")
     return problems
@@ -123,6 +133,17 @@ def plan(cfg: BenchConfig, max_model_len: Optional[int] = None) -> list[str]:
 def prefill_sizes(cfg: BenchConfig, max_model_len: Optional[int]) -> list[int]:
     """Sizes that fit: the reference drops sizes >= max_model_len - 64."""
     return [s for s in cfg.prefill_sizes if max_model_len is None or s < max_model_len - 64]
+
+
+def merge_body(body: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """`extra` merged into a request body: nested objects merge key by key, anything else replaces."""
+    merged = dict(body)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_body(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
 
 
 class Abort(Exception):
@@ -362,7 +383,8 @@ class Runner:
                 "prefill_sizes": cfg.prefill_sizes, "prefill_texts": cfg.prefill_texts,
                 "prefill_repeats": cfg.prefill_repeats, "prefix_tokens": cfg.prefix_tokens,
                 "admission_tokens": cfg.admission_tokens, "needle_tokens": cfg.needle_tokens,
-                "reasoning_off_knob": {"chat_template_kwargs": REASONING_OFF}, "prompts_sha256": prompts_sha256()}
+                "reasoning_off_knob": {"chat_template_kwargs": REASONING_OFF}, "prompts_sha256": prompts_sha256(),
+                "extra_body": cfg.extra_body}
 
     # -- bookkeeping
     def save(self) -> None:
@@ -507,11 +529,12 @@ class Runner:
             body.update(min_tokens=max_tokens, ignore_eos=True)
         if salt:
             body["cache_salt"] = salt
-        return body
+        return merge_body(body, self.cfg.extra_body)
 
     def completion_body(self, prompt: str, salt: str, max_tokens: int = 1) -> dict[str, Any]:
-        return {"model": self.cfg.model, "prompt": prompt, "stream": True, "stream_options": {"include_usage": True},
+        body = {"model": self.cfg.model, "prompt": prompt, "stream": True, "stream_options": {"include_usage": True},
                 "temperature": 0, "max_tokens": max_tokens, "cache_salt": salt}
+        return merge_body(body, self.cfg.extra_body)
 
     def salt(self) -> str:
         return f"{self.rng.getrandbits(64):016x}"

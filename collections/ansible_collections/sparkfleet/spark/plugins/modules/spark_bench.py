@@ -113,10 +113,20 @@ options:
     description: Seconds between C(/metrics) polls during a sample.
     type: float
     default: 1.0
-  api_key:
-    description: Bearer token for the server, if it needs one.
-    type: str
+  api_key_file:
+    description:
+      - File on the machine the module runs on holding the bearer token for the server, if it needs one.
+      - Empty reads the token from the environment variable C(OPENAI_API_KEY) when that is set. There is no
+        option taking the key itself, so it never appears in task arguments or logs.
+    type: path
     default: ""
+  extra_body:
+    description:
+      - JSON object merged into every request body (nested objects key by key), for server-specific fields
+        such as C({"top_k": 1}) or C({"chat_template_kwargs": {"enable_thinking": false}}).
+      - C(model), C(messages), C(prompt) and C(stream) are the bench's own and are refused.
+    type: dict
+    default: {}
 attributes:
   check_mode:
     support: full
@@ -167,10 +177,12 @@ files:
   type: dict
 """
 
+import os  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import read_api_key  # noqa: E402
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import (  # noqa: E402
     BenchConfig, plan, run_bench, validate)
 
@@ -197,14 +209,18 @@ ARGS: dict[str, Any] = {
     "needle_tokens": {"type": "int", "default": 520000},
     "idle_timeout": {"type": "float", "default": 300},
     "poll_interval": {"type": "float", "default": 1.0},
-    "api_key": {"type": "str", "default": "", "no_log": True},
+    "api_key_file": {"type": "path", "default": ""},
+    "extra_body": {"type": "dict", "default": {}},
 }
 
 
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGS, supports_check_mode=True)
     params = {k: v for k, v in module.params.items()}
-    params["api_key"] = params["api_key"] or None
+    try:
+        params["api_key"] = read_api_key(params.pop("api_key_file"), os.environ)
+    except ValueError as exc:
+        module.fail_json(msg=f"spark_bench: {exc}")
     cfg = BenchConfig(**params)
     problems = validate(cfg)
     if problems:
