@@ -95,3 +95,13 @@ def test_version_is_the_collections() -> None:
     proc = subprocess.run([str(ROOT / "bin" / "sparkfleet-bench"), "--version"], capture_output=True, text=True,
                           env={"SPARKFLEET_PYTHON": sys.executable, "PATH": "/usr/bin:/bin"}, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == f"sparkfleet-bench {declared}"
+
+
+def test_progress_line_names_point_depth_n_mean_and_width() -> None:
+    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import progress_line
+
+    line = progress_line("decode prose-c4", 4096, [190.0, 200.0, 210.0])
+    # half-width = t(2) * sd / sqrt(3) = 4.303 * 10 / 1.732
+    assert line.startswith("decode prose-c4 depth 4096: n=3 tps mean 200.00 ±24.84 (12.4%)")
+    assert progress_line("decode prose-c1", 0, [50.0]) == "decode prose-c1 depth 0: n=1 tps mean 50.00 ± –"
+    assert "n=0" in progress_line("decode prose-c1", 0, [])

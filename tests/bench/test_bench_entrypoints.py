@@ -32,6 +32,10 @@ def test_cli_passes_and_checks(standin: Callable[..., Standin], tmp_path: Path) 
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().endswith("verdict: pass")
+    # a progress line per measured round on stderr: point, depth, n, running mean, interval width
+    progress = [line for line in proc.stderr.splitlines() if line.startswith("[bench] decode code-nothink-c2 depth 0:")]
+    assert [line.split("n=")[1].split()[0] for line in progress] == ["1", "2"], proc.stderr
+    assert " tps mean " in progress[-1] and "%)" in progress[-1]
     points = json.loads((tmp_path / "bench.json").read_text())["suites"]["decode"]["points"]
     assert [(p["case"], p["concurrency"], p["n"]) for p in points] == [("code-nothink", 1, 2), ("code-nothink", 2, 2)]
     # reasoning off: the first token is an answer token

@@ -243,6 +243,16 @@ def sample_metrics(results: Sequence[RequestResult], spec: dict[str, Any]) -> di
     }
 
 
+def progress_line(point: str, depth: int, values: Sequence[float], metric: str = "tps") -> str:
+    """One line per measured round: point, depth, samples so far, running mean and the interval's width."""
+    summary = summarize(values)
+    if not summary["n"]:
+        return f"{point} depth {depth}: n=0 (no usable sample yet)"
+    lo, hi = summary["ci95"]
+    width = f"±{(hi - lo) / 2:.2f} ({summary['ci95_pct']:.1f}%)" if summary["ci95_pct"] is not None else "± –"
+    return f"{point} depth {depth}: n={summary['n']} {metric} mean {summary['mean']:.2f} {width}"
+
+
 def with_percentiles(metrics: dict[str, dict[str, Any]], dist: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
     """Add p50/p90/p95/p99 of the observations to the summaries of the sample means they belong to."""
     for name, observations in dist.items():
@@ -575,6 +585,7 @@ class Runner:
             self.rng.shuffle(pending)
             for point in pending:
                 await self._decode_sample(point, state[point], keep=True)
+                self.log(progress_line(f"decode {point[0]}-c{point[1]}", 0, state[point]["values"].get("tps", [])))
             self._decode_summary(points, state)
             self.save()
         self._decode_summary(points, state)
