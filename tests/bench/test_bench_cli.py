@@ -105,3 +105,14 @@ def test_progress_line_names_point_depth_n_mean_and_width() -> None:
     assert line.startswith("decode prose-c4 depth 4096: n=3 tps mean 200.00 ±24.84 (12.4%)")
     assert progress_line("decode prose-c1", 0, [50.0]) == "decode prose-c1 depth 0: n=1 tps mean 50.00 ± –"
     assert "n=0" in progress_line("decode prose-c1", 0, [])
+
+
+def test_depths_option_plan_and_validation() -> None:
+    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import plan
+
+    cfg, _ = cli.parse(["--url", "http://h", "--depths", "0", "4096", "--concurrency", "1,2", "--cases", "prose",
+                        "--suites", "decode"], {})
+    assert cfg.depths == [0, 4096] and not validate(cfg)
+    assert plan(cfg) == ["decode/prose-c1", "decode/prose-c2", "decode/prose-c1@d4096", "decode/prose-c2@d4096"]
+    for bad in ([], [-1], [0, 0]):
+        assert any(p.startswith("depths:") for p in validate(BenchConfig(url="http://h", output_dir="d", depths=bad)))

@@ -84,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output-dir", default=f"bench-{stamp}", help="report directory (default bench-<UTC>)")
     lists = (("--suites", str, d.suites, "suites to run"), ("--concurrency", int, d.concurrency, "decode stream counts"),
              ("--cases", str, d.cases, "decode cases"),
+             ("--depths", int, d.depths, "tokens of prior context before every decode point (llama-benchy --depth)"),
              ("--prefill-sizes", int, d.prefill_sizes, "cold prefill prompt sizes, tokens"),
              ("--prefill-texts", str, d.prefill_texts, "prefill texts (filler, source)"))
     for flag, convert, default, text in lists:

@@ -20,7 +20,7 @@ SCHEMA = "sparkfleet-bench/1"
 # throughput, prefill rate and step time; latency figures swing with queueing and stay informational).
 GATED = {"tps": True, "decode_window_tps": True, "step_ms": False, "prefill_tps": True}
 DECODE_METRICS = ("tps", "decode_window_tps", "per_stream_tps", "ttft_s", "ttfat_s", "ttfr_s", "step_ms", "itl_s",
-                  "e2e_s")
+                  "e2e_s", "pp_tps", "prompt_tokens")
 # Latency metrics whose summaries also carry percentiles of single observations (requests, chunk gaps).
 LATENCY_METRICS = (("ttft_s", "TTFT ms", 1000.0), ("itl_s", "ITL ms", 1000.0), ("e2e_s", "E2E s", 1.0))
 PERCENTILE_KEYS = ("p50", "p90", "p95", "p99")
@@ -188,7 +188,10 @@ def summary_markdown(report: dict[str, Any]) -> str:
     for name, writer in (("quality", _md_quality), ("decode", _md_decode), ("prefill", _md_prefill),
                          ("prefix", _md_prefix), ("admission", _md_admission), ("needle", _md_needle)):
         if name in suites:
-            writer(out, suites[name])
+            if name == "decode":
+                _md_decode(out, suites[name], str(report.get("model") or ""))
+            else:
+                writer(out, suites[name])
     _md_comparison(out, report.get("comparison"))
     return out.getvalue()
 
@@ -201,7 +204,35 @@ def _md_quality(out: io.StringIO, suite: dict[str, Any]) -> None:
             out.write(f"- run {i}: {run.get('verdict')}\n")
 
 
-def _md_decode(out: io.StringIO, suite: dict[str, Any]) -> None:
+def _mean_sd(summary: Optional[dict[str, Any]], digits: int = 2, scale: float = 1.0) -> str:
+    if not summary or summary.get("mean") is None:
+        return "–"
+    return f"{summary['mean'] * scale:.{digits}f} ± {(summary.get('sd') or 0.0) * scale:.{digits}f}"
+
+
+def depth_rows(suite: dict[str, Any], model: str) -> Iterator[list[str]]:
+    """llama-benchy's rows (model, test, t/s, ttfr ms, e2e_ttft ms) for every decode point: `ppP @ dD (cN)` with
+    prompt tokens / TTFT per request, `tgT @ dD (cN)` with the decode-window rate of all N streams."""
+    for p in suite.get("points", []):
+        m = p["metrics"]
+        depth, conc = p.get("depth") or 0, p["concurrency"]
+        tail = (f" @ d{depth}" if depth else "") + (f" (c{conc})" if conc > 1 else "")
+        prompt = (m.get("prompt_tokens") or {}).get("mean")
+        own = max(0, round(prompt - depth)) if prompt is not None else "?"
+        ttfr, ttft = _mean_sd(m.get("ttfr_s"), 1, 1000), _mean_sd(m.get("ttft_s"), 1, 1000)
+        yield [model, f"pp{own}{tail}", _mean_sd(m.get("pp_tps")), ttfr, ttft]
+        tokens = p.get("max_tokens") or "?"
+        yield [model, f"tg{tokens}{tail}", _mean_sd(m.get("decode_window_tps")), "", ""]
+
+
+def _md_depth(out: io.StringIO, suite: dict[str, Any], model: str) -> None:
+    out.write("\n## Prefill and decode by depth (llama-benchy layout; mean ± sd over samples)\n\n"
+              "| model | test | t/s | ttfr (ms) | e2e_ttft (ms) |\n|:---|---:|---:|---:|---:|\n")
+    for row in depth_rows(suite, model):
+        out.write("| " + " | ".join(row) + " |\n")
+
+
+def _md_decode(out: io.StringIO, suite: dict[str, Any], model: str = "") -> None:
     out.write("\n## Decode (mean [95% CI] ±half-width)\n\n| point | n | tok/s | decode-window tok/s | per-stream tok/s "
               "| TTFT ms | TTFAT ms | step ms | failed |\n|---|---|---|---|---|---|---|---|---|\n")
     for p in suite.get("points", []):
@@ -211,6 +242,7 @@ def _md_decode(out: io.StringIO, suite: dict[str, Any]) -> None:
                   f"{_cell(m.get('ttft_s'), 1, 1000)} | {_cell(m.get('ttfat_s'), 1, 1000)} | "
                   f"{_cell(m.get('step_ms'), 2)} | {p.get('failed_requests', 0)} |\n")
     _md_latency(out, suite)
+    _md_depth(out, suite, model)
 
 
 def _quantiles(summary: Optional[dict[str, Any]], scale: float, digits: int) -> str:
@@ -279,17 +311,17 @@ def _md_comparison(out: io.StringIO, comparison: Optional[dict[str, Any]]) -> No
 
 
 CSV_FIELDS = ("suite", "point", "case", "concurrency", "size", "metric", "n", "mean", "sd", "ci95_lo", "ci95_hi",
-              "failed_requests", "p50", "p90", "p95", "p99")
+              "failed_requests", "p50", "p90", "p95", "p99", "depth")
 
 
 def _csv_rows(report: dict[str, Any]) -> Iterator[dict[str, Any]]:
     suites = report.get("suites", {})
     for p in (suites.get("decode") or {}).get("points", []):
         base = {"suite": "decode", "point": point_label(p), "case": p["case"],
-                "concurrency": p["concurrency"], "size": "", "failed_requests": p.get("failed_requests", 0)}
+                "concurrency": p["concurrency"], "depth": p.get("depth", 0), "size": "", "failed_requests": p.get("failed_requests", 0)}
         yield from _metric_rows(base, p["metrics"])
     for p in (suites.get("prefill") or {}).get("points", []):
-        base = {"suite": "prefill", "point": f"{p['text']}-{p['size']}", "case": p["text"], "concurrency": 1,
+        base = {"suite": "prefill", "point": f"{p['text']}-{p['size']}", "case": p["text"], "concurrency": 1, "depth": "",
                 "size": p["size"], "failed_requests": p.get("failed_requests", 0)}
         yield from _metric_rows(base, p["metrics"])
 

@@ -52,6 +52,8 @@ class BenchConfig:
     model: str = ""
     suites: list[str] = field(default_factory=lambda: list(QUICK))
     concurrency: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
+    # Tokens of prior context before each decode prompt (llama-benchy's --depth); 0 = none.
+    depths: list[int] = field(default_factory=lambda: [0])
     cases: list[str] = field(default_factory=lambda: ["prose", "code"])
     min_samples: int = 3
     max_samples: int = 4
@@ -96,6 +98,8 @@ def validate(cfg: BenchConfig) -> list[str]:
         problems.append(f"cases: unknown {bad_cases} (known: {', '.join(DECODE_CASES)})")
     if not cfg.concurrency or any(c < 1 for c in cfg.concurrency):
         problems.append(f"concurrency: needs positive stream counts, got {cfg.concurrency}")
+    if not cfg.depths or any(d < 0 for d in cfg.depths) or len(set(cfg.depths)) != len(cfg.depths):
+        problems.append(f"depths: needs distinct context sizes >= 0 (tokens), got {cfg.depths}")
     if cfg.min_samples < 2 or cfg.max_samples < cfg.min_samples:
         problems.append(f"min_samples/max_samples: need 2 <= min <= max, got {cfg.min_samples}/{cfg.max_samples}")
     if cfg.precision <= 0 or cfg.tolerance <= 0:
@@ -122,12 +126,25 @@ def plan(cfg: BenchConfig, max_model_len: Optional[int] = None) -> list[str]:
     points: list[str] = []
     for suite in (s for s in SUITE_ORDER if s in cfg.suites):
         if suite == "decode":
-            points += [f"decode/{case}-c{c}" for case in cfg.cases for c in cfg.concurrency]
+            points += [f"decode/{decode_label(case, c, d)}" for case, c, d in decode_points(cfg)]
         elif suite == "prefill":
             points += [f"prefill/{t}-{s}" for t in cfg.prefill_texts for s in prefill_sizes(cfg, max_model_len)]
         else:
             points.append(suite)
     return points
+
+
+DecodePoint = tuple[str, int, int]  # (case, concurrency, depth)
+
+
+def decode_points(cfg: BenchConfig) -> list[DecodePoint]:
+    """Every decode point: case x concurrency x depth of prior context."""
+    return [(case, c, d) for d in cfg.depths for case in cfg.cases for c in cfg.concurrency]
+
+
+def decode_label(case: str, concurrency: int, depth: int) -> str:
+    """case-cN, with @dDEPTH after prior context (the same names as the report's points)."""
+    return f"{case}-c{concurrency}" + (f"@d{depth}" if depth else "")
 
 
 def prefill_sizes(cfg: BenchConfig, max_model_len: Optional[int]) -> list[int]:
@@ -239,6 +256,8 @@ def sample_metrics(results: Sequence[RequestResult], spec: dict[str, Any]) -> di
         "ttfr_s": _mean([None if r.t_first_chunk is None else r.t_first_chunk - r.t_send for r in results]),
         "step_ms": step,
         "itl_s": sum(gaps) / len(gaps) if gaps else None,
+        "pp_tps": _mean([r.prompt_tokens / r.ttft if r.ttft and r.prompt_tokens else None for r in results]),
+        "prompt_tokens": _mean([float(r.prompt_tokens) if r.prompt_tokens else None for r in results]),
         "e2e_s": _mean([e2e(r) for r in results]),
     }
 
@@ -380,6 +399,7 @@ class Runner:
         self.baseline: Optional[dict[str, Any]] = None
         self.max_model_len: Optional[int] = None
         self.tokens_per_char: dict[str, float] = {}
+        self.contexts: dict[int, str] = {}
         self.has_tokenize: Optional[bool] = None
         self.stop_reason: Optional[str] = None
         self.client: BenchClient
@@ -387,7 +407,7 @@ class Runner:
 
     def _workload(self) -> dict[str, Any]:
         cfg = self.cfg
-        return {"suites": cfg.suites, "concurrency": cfg.concurrency, "cases": cfg.cases,
+        return {"suites": cfg.suites, "concurrency": cfg.concurrency, "cases": cfg.cases, "depths": cfg.depths,
                 "min_samples": cfg.min_samples, "max_samples": cfg.max_samples, "precision_pct": cfg.precision,
                 "tolerance_pct": cfg.tolerance, "seed": cfg.seed, "max_tokens": cfg.max_tokens,
                 "prefill_sizes": cfg.prefill_sizes, "prefill_texts": cfg.prefill_texts,
@@ -568,15 +588,15 @@ class Runner:
     # -- decode matrix
     async def suite_decode(self) -> None:
         cfg = self.cfg
-        points = [(case, c) for case in cfg.cases for c in cfg.concurrency]
+        points = decode_points(cfg)
         state = {p: {"values": {}, "attempts": 0, "failed": 0, "discarded": 0, "spec": [], "full_length": 0,
-                     "requests": 0, "reasoning_tokens": 0, "completion_tokens": 0,
+                     "requests": 0, "reasoning_tokens": 0, "completion_tokens": 0, "cached_tokens": 0,
                      "dist": {"ttft_s": [], "e2e_s": [], "itl_s": []}} for p in points}
         self.report["suites"]["decode"] = {"points": [], "failed_requests": 0}
         warm = list(points)
         self.rng.shuffle(warm)
         for point in warm:
-            self.log(f"decode warm-up {point[0]}-c{point[1]}")
+            self.log(f"decode warm-up {decode_label(*point)}")
             await self._decode_sample(point, state[point], keep=False)
         while True:
             pending = [p for p in points if not self._point_done(state[p])]
@@ -585,7 +605,8 @@ class Runner:
             self.rng.shuffle(pending)
             for point in pending:
                 await self._decode_sample(point, state[point], keep=True)
-                self.log(progress_line(f"decode {point[0]}-c{point[1]}", 0, state[point]["values"].get("tps", [])))
+                self.log(progress_line(f"decode {point[0]}-c{point[1]}", point[2],
+                                       state[point]["values"].get("tps", [])))
             self._decode_summary(points, state)
             self.save()
         self._decode_summary(points, state)
@@ -596,23 +617,24 @@ class Runner:
             return True
         return converged(st["values"].get("tps", []), cfg.min_samples, cfg.max_samples, cfg.precision)
 
-    async def _decode_sample(self, point: tuple[str, int], st: dict[str, Any], keep: bool) -> None:
-        case, conc = point
+    async def _decode_sample(self, point: DecodePoint, st: dict[str, Any], keep: bool) -> None:
+        case, conc, depth = point
         prompt, reasoning = DECODE_CASES[case]
-        body = self.chat_body(prompt, self.cfg.max_tokens, reasoning, forced=True)
+        bodies = [await self._decode_body(prompt, reasoning, depth) for _ in range(conc)]
+        label = decode_label(case, conc, depth)
 
         async def work() -> list[RequestResult]:
             return list(await asyncio.gather(*(self.client.stream("/v1/chat/completions", body)
-                                               for _ in range(conc))))
+                                               for body in bodies)))
 
         for attempt in range(self.cfg.max_retries + 1):
             results, info = await self.hygiene.measure(work, conc, conc)
             if not info["foreign"]:
                 break
             st["discarded"] += 1
-            self.report["discarded_samples"].append({"point": f"{case}-c{conc}", "reason": info["foreign"]})
+            self.report["discarded_samples"].append({"point": label, "reason": info["foreign"]})
             if attempt == self.cfg.max_retries:
-                raise Abort(f"decode {case}-c{conc}: foreign traffic in {attempt + 1} samples in a row")
+                raise Abort(f"decode {label}: foreign traffic in {attempt + 1} samples in a row")
         # A failed request fails the run even in a warm-up sample; only the numbers of a warm-up are dropped.
         failed = self.count_failures(results)
         st["failed"] += failed
@@ -628,19 +650,22 @@ class Runner:
         st["full_length"] += sum(r.completion_tokens == self.cfg.max_tokens for r in results)
         st["reasoning_tokens"] += sum(r.reasoning_tokens for r in results)
         st["completion_tokens"] += sum(r.completion_tokens for r in results)
+        st["cached_tokens"] += sum(r.cached_tokens for r in results)
         for name, value in sample_metrics(results, spec).items():
             if value is not None:
                 st["values"].setdefault(name, []).append(value)
         for name, values in distributions(results).items():
             st["dist"][name].extend(values)
 
-    def _decode_summary(self, points: Sequence[tuple[str, int]], state: dict[Any, dict[str, Any]]) -> None:
+    def _decode_summary(self, points: Sequence[DecodePoint], state: dict[Any, dict[str, Any]]) -> None:
         out = []
-        for case, conc in points:
-            st = state[(case, conc)]
+        for case, conc, depth in points:
+            st = state[(case, conc, depth)]
             specs = st["spec"]
             out.append({
-                "case": case, "concurrency": conc, "n": len(st["values"].get("tps", [])),
+                "case": case, "concurrency": conc, "depth": depth, "max_tokens": self.cfg.max_tokens,
+                "n": len(st["values"].get("tps", [])),
+                "cached_prompt_tokens": st["cached_tokens"],
                 "failed_requests": st["failed"], "discarded": st["discarded"], "requests": st["requests"],
                 "full_length_outputs": st["full_length"],
                 "reasoning_share": st["reasoning_tokens"] / st["completion_tokens"] if st["completion_tokens"] else None,
@@ -651,6 +676,17 @@ class Runner:
         suite = self.report["suites"]["decode"]
         suite["points"] = out
         suite["failed_requests"] = sum(p["failed_requests"] for p in out)
+
+    async def _decode_body(self, prompt: str, reasoning: bool, depth: int) -> dict[str, Any]:
+        """A decode request; with depth > 0 a system message of ~depth tokens of prior context comes first (as in
+        llama-benchy), opened by a nonce of its own so no stream or sample reuses another's cached prefix."""
+        body = self.chat_body(prompt, self.cfg.max_tokens, reasoning, forced=True)
+        if depth:
+            if depth not in self.contexts:
+                self.contexts[depth] = await self.text_for_tokens("filler", depth, depth)
+            context = nonce_prefix(self.rng) + self.contexts[depth]
+            body["messages"] = [{"role": "system", "content": context}, *body["messages"]]
+        return body
 
     # -- prompt sizing
     async def tokenize(self, text: str) -> Optional[int]:

@@ -42,6 +42,16 @@ options:
     type: list
     elements: int
     default: [1, 2, 4, 8]
+  depths:
+    description:
+      - Tokens of prior context before every decode point (like llama-benchy's C(--depth)); every decode
+        point runs at each depth. 0 is no context; with depth D each stream's request opens with a system
+        message of about D tokens of filler that starts with a nonce of its own, so nothing is prefix-cached.
+      - Each point carries C(depth); summary.md adds prefill and decode tok/s per depth and concurrency in
+        llama-benchy's layout.
+    type: list
+    elements: int
+    default: [0]
   cases:
     description: Decode cases (prose, code, json and their C(-nothink) variants).
     type: list
@@ -193,6 +203,7 @@ ARGS: dict[str, Any] = {
     "suites": {"type": "list", "elements": "str", "default": ["quality", "decode"]},
     "concurrency": {"type": "list", "elements": "int", "default": [1, 2, 4, 8]},
     "cases": {"type": "list", "elements": "str", "default": ["prose", "code"]},
+    "depths": {"type": "list", "elements": "int", "default": [0]},
     "min_samples": {"type": "int", "default": 3},
     "max_samples": {"type": "int", "default": 4},
     "precision": {"type": "float", "default": 2.0},
