@@ -71,6 +71,25 @@ def json_object(text: str) -> dict[str, Any]:
     return value
 
 
+class _IdentityAction(argparse.Action):
+    """--identity KEY=VALUE, repeatable; image_labels takes a JSON object."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: Optional[str] = None) -> None:
+        key, sep, value = str(values).partition("=")
+        if not sep or not key:
+            parser.error(f"{option_string}: expected KEY=VALUE, got {values!r}")
+        identity = dict(getattr(namespace, self.dest) or {})
+        if key == "image_labels":
+            try:
+                identity[key] = json.loads(value)
+            except ValueError:
+                parser.error(f"{option_string}: image_labels must be a JSON object")
+        else:
+            identity[key] = value
+        setattr(namespace, self.dest, identity)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Every option of the CLI, each with its help text (a test walks them)."""
     d = BenchConfig(url="", output_dir="")
@@ -100,6 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tolerance", type=float, default=d.tolerance,
                    help=f"regression threshold %% against the baseline (default {d.tolerance:g})")
     p.add_argument("--compare", default="", help="baseline bench.json to compare with, or none")
+    p.add_argument("--force-compare", action="store_true",
+                   help="compare even with a baseline of another identity or point set (they become warnings)")
+    p.add_argument("--identity", action=_IdentityAction, default={}, metavar="KEY=VALUE",
+                   help="what is measured, recorded in the report and gated by --compare (repeat): image_id, "
+                        "image_labels (JSON), serve_profile, serve_profile_sha256, kernel, driver")
     p.add_argument("--seed", type=int, default=d.seed, help=f"seed of sample order and nonces (default {d.seed})")
     p.add_argument("--timeout", type=float, default=d.timeout,
                    help=f"per-request timeout, seconds (default {d.timeout:g}, positive)")

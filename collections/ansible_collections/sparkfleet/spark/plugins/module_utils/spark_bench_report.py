@@ -114,11 +114,47 @@ def comparable_points(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {**_decode_points(report), **_prefill_points(report)}
 
 
+# What was measured: a baseline that differs in any of these is another system, and comparing with it is refused
+# unless forced. The client's own version and the image labels are recorded and only warned about: they do not
+# change what the server does (the image ID does).
+GATED_IDENTITY = ("image_id", "serve_profile", "serve_profile_sha256", "kernel", "driver", "server_version")
+WARNED_IDENTITY = ("image_labels", "sparkfleet_version")
+
+
+def identity_differences(ours: dict[str, Any], theirs: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(refusals, warnings) between two reports' identities. A field recorded on one side only warns (older
+    reports did not record it); a field recorded on both sides with other values refuses (gated) or warns."""
+    refusals, warnings = [], []
+    for key in GATED_IDENTITY + WARNED_IDENTITY:
+        mine, other = ours.get(key), theirs.get(key)
+        if mine in (None, "", {}) and other in (None, "", {}):
+            continue
+        if mine in (None, "", {}) or other in (None, "", {}):
+            side = "this run" if mine in (None, "", {}) else "the baseline"
+            warnings.append(f"identity {key} is not recorded in {side}")
+        elif mine != other:
+            line = f"identity {key}: baseline {other!r}, this run {mine!r}"
+            (refusals if key in GATED_IDENTITY else warnings).append(line)
+    return refusals, warnings
+
+
+def point_set_difference(ours: dict[str, Any], theirs: dict[str, Any]) -> Optional[str]:
+    """Why two point sets are not the same set, or None."""
+    only_here, only_there = sorted(set(ours) - set(theirs)), sorted(set(theirs) - set(ours))
+    if not only_here and not only_there:
+        return None
+    return f"point set differs (only in this run: {only_here or 'none'}; only in the baseline: {only_there or 'none'})"
+
+
 def compare(report: dict[str, Any], baseline: dict[str, Any], tolerance_pct: float,
-            source: str = "") -> dict[str, Any]:
-    """Welch comparison of every shared point and metric; regressions counted by the reference rule."""
+            source: str = "", force: bool = False) -> dict[str, Any]:
+    """Welch comparison of every shared point and metric; regressions counted by the reference rule.
+
+    A baseline of another identity (image, serve profile, kernel, driver, server version) or another point set
+    is refused (an error, so the verdict is fail) unless `force`, which turns those into warnings."""
     result: dict[str, Any] = {"baseline": source, "baseline_started": baseline.get("started"),
-                              "tolerance_pct": tolerance_pct, "points": [], "regressions": 0, "warnings": []}
+                              "tolerance_pct": tolerance_pct, "points": [], "regressions": 0, "warnings": [],
+                              "forced": force}
     if baseline.get("schema") != SCHEMA:
         result["error"] = f"baseline schema {baseline.get('schema')!r} is not {SCHEMA}"
         return result
@@ -129,6 +165,16 @@ def compare(report: dict[str, Any], baseline: dict[str, Any], tolerance_pct: flo
     if not shared:
         result["error"] = f"baseline shares no points with this run (this run {len(ours)}, baseline {len(theirs)})"
         return result
+    refusals, warnings = identity_differences(report.get("identity") or {}, baseline.get("identity") or {})
+    differs = point_set_difference(ours, theirs)
+    refusals += [differs] if differs else []
+    result["warnings"] += warnings
+    if refusals and not force:
+        result["error"] = ("baseline is not comparable: " + "; ".join(refusals)
+                           + " (force_compare / --force-compare compares anyway)")
+        result["refusals"] = refusals
+        return result
+    result["warnings"] += [f"forced: {r}" for r in refusals]
     for key in shared:
         for metric, higher in GATED.items():
             row = _compare_metric(key, metric, ours[key].get(metric), theirs[key].get(metric), higher, tolerance_pct)
@@ -175,6 +221,10 @@ def summary_markdown(report: dict[str, Any]) -> str:
     reasons = "; ".join(verdict_reasons(report)) if report.get("verdict") == "fail" else ""
     out.write(f"- verdict: **{report.get('verdict')}**{' — ' + reasons if reasons else ''}\n"
               f"- url: {report.get('url')}\n- model: {report.get('model')}\n")
+    identity = report.get("identity") or {}
+    recorded = [f"{key} {identity[key]}" for key in GATED_IDENTITY + WARNED_IDENTITY if identity.get(key)]
+    if recorded:
+        out.write(f"- identity: {'; '.join(recorded)}\n")
     client = report.get("client") or {}
     out.write(f"- client CPU: {_fmt(client.get('cpu_s'))} s over {_fmt(client.get('wall_s'))} s wall\n")
     if report.get("server_metrics") is False:

@@ -34,11 +34,15 @@ from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_repor
     compare, new_report, verdict, write_outputs)
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_stats import (
     converged, percentiles, summarize)
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_version import sparkfleet_version
 
 SUITE_ORDER = ("quality", "decode", "prefill", "prefix", "admission", "needle")
 QUICK = ("quality", "decode")
 # Ctrl-C, and how systemd stops the scheduled run: both end the run as a fail with a written report.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# Identity fields a caller supplies (module args, CLI --identity KEY=VALUE); server_version and
+# sparkfleet_version are the run's own.
+SUPPLIED_IDENTITY = ("image_id", "image_labels", "serve_profile", "serve_profile_sha256", "kernel", "driver")
 # Request fields an --extra-body may not replace: the bench's timing and parsing depend on them.
 BENCH_OWNED_KEYS = ("model", "messages", "prompt", "stream")
 
@@ -79,6 +83,11 @@ class BenchConfig:
     max_retries: int = 3
     api_key: Optional[str] = None
     extra_body: dict[str, Any] = field(default_factory=dict)
+    # What is measured, as the caller knows it (image ID and labels, serve profile name and hash, kernel,
+    # driver); the run adds the server's /version and sparkfleet's version. The client reads no inventory.
+    identity: dict[str, Any] = field(default_factory=dict)
+    force_compare: bool = False
+    sparkfleet_version: str = ""
 
 
 def validate(cfg: BenchConfig) -> list[str]:
@@ -116,6 +125,15 @@ def validate(cfg: BenchConfig) -> list[str]:
         if owned:
             problems.append(f"extra_body: {owned} are set by the bench itself (model, prompt and streaming are "
                             "what it measures)")
+    if not isinstance(cfg.identity, dict):
+        problems.append(f"identity: must be a mapping, got {type(cfg.identity).__name__}")
+    else:
+        unknown_identity = sorted(k for k in cfg.identity if k not in SUPPLIED_IDENTITY)
+        if unknown_identity:
+            problems.append(f"identity: unknown {unknown_identity} (known: {', '.join(SUPPLIED_IDENTITY)})")
+        labels = cfg.identity.get("image_labels")
+        if labels is not None and not isinstance(labels, dict):
+            problems.append("identity: image_labels must be a mapping of label to value")
     if cfg.compare and cfg.compare != "none" and not Path(cfg.compare).is_file():
         problems.append(f"compare: baseline {cfg.compare!r} is not a file")
     return problems
@@ -511,7 +529,8 @@ class Runner:
 
     def _finish(self) -> None:
         if self.baseline is not None:
-            self.report["comparison"] = compare(self.report, self.baseline, self.cfg.tolerance, self.cfg.compare)
+            self.report["comparison"] = compare(self.report, self.baseline, self.cfg.tolerance, self.cfg.compare,
+                                                force=self.cfg.force_compare)
         self.save()
         try:
             from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_plots import write_plots
@@ -543,9 +562,21 @@ class Runner:
         self.report["server_metrics"] = metrics
         self.report["identity"] = {"served_models": ids, "max_model_len": self.max_model_len,
                                    "owned_by": card.get("owned_by"), "root": card.get("root"),
-                                   "metrics_endpoint": metrics, "planned_points": plan(self.cfg, self.max_model_len)}
+                                   "metrics_endpoint": metrics, "planned_points": plan(self.cfg, self.max_model_len),
+                                   **self.cfg.identity, "server_version": await self._server_version(),
+                                   "sparkfleet_version": self.cfg.sparkfleet_version or sparkfleet_version()}
         if not metrics:
             self.log("server has no /metrics: hygiene checks skipped")
+
+    async def _server_version(self) -> Optional[str]:
+        """The server's GET /version (vLLM answers {"version": ...}), or None when it does not answer one."""
+        try:
+            status, text = await self.client.get_text("/version")
+            data = json.loads(text) if status == 200 else None
+        except Exception:  # noqa: BLE001 - a server without /version is recorded as such, not an error
+            return None
+        version = data.get("version") if isinstance(data, dict) else None
+        return str(version) if version not in (None, "") else None
 
     # -- request bodies
     def chat_body(self, prompt: str, max_tokens: int, reasoning: bool, forced: bool,

@@ -77,6 +77,26 @@ options:
     description: Path of a baseline C(bench.json) to compare with; empty or C(none) skips the comparison.
     type: str
     default: ""
+  force_compare:
+    description:
+      - Compare even with a baseline of another identity (image ID, serve profile name or hash, kernel, driver,
+        server version) or another point set; the differences become warnings. Without it such a baseline is
+        refused and the verdict is C(fail).
+    type: bool
+    default: false
+  identity:
+    description:
+      - What is measured, recorded in C(bench.json) C(identity) and gated by O(compare). Keys C(image_id),
+        C(image_labels) (a mapping), C(serve_profile), C(serve_profile_sha256), C(kernel), C(driver); unknown
+        keys are refused. The run adds C(server_version) (the server's C(/version)) and C(sparkfleet_version).
+    type: dict
+    default: {}
+  sparkfleet_version:
+    description:
+      - sparkfleet's version for the report; empty reads it from the collection's metadata, which a module's
+        payload does not carry, so the playbook passes C(lookup('sparkfleet.spark.spark_version')).
+    type: str
+    default: ""
   seed:
     description: Seed for sample order and prompt nonces.
     type: int
@@ -210,6 +230,9 @@ ARGS: dict[str, Any] = {
     "tolerance": {"type": "float", "default": 3.0},
     "compare": {"type": "str", "default": ""},
     "seed": {"type": "int", "default": 0},
+    "force_compare": {"type": "bool", "default": False},
+    "identity": {"type": "dict", "default": {}},
+    "sparkfleet_version": {"type": "str", "default": ""},
     "timeout": {"type": "float", "default": 1800},
     "max_tokens": {"type": "int", "default": 256},
     "prefill_sizes": {"type": "list", "elements": "int", "default": [2048, 32768, 65536, 131072]},
