@@ -147,6 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"file holding the bearer token (default: ${API_KEY_ENV} when set)")
     p.add_argument("--api-key", action=_RefuseKeyOnArgv, metavar="KEY",
                    help=f"refused (argv is public): use ${API_KEY_ENV} or --api-key-file")
+    p.add_argument("--hold-file", default="",
+                   help="stop at the next point boundary (verdict fail, reason hold) once this file exists")
     p.add_argument("--check", action="store_true", help="print the planned points, send nothing")
     return p
 

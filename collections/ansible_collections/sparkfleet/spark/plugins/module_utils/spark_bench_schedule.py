@@ -115,6 +115,58 @@ def prometheus_textfile(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+_WINDOW = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
+
+
+def parse_window(text: str) -> Optional[tuple[int, int]]:
+    """"HH:MM-HH:MM" (local time, may wrap past midnight) -> (start, end) minutes of the day; "" -> None (any
+    time). ValueError for anything else, or an empty window (start == end)."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    match = _WINDOW.match(text)
+    if not match:
+        raise ValueError(f"window {text!r} is not HH:MM-HH:MM (24-hour local time, e.g. 01:00-05:00)")
+    h1, m1, h2, m2 = (int(g) for g in match.groups())
+    start, end = h1 * 60 + m1, h2 * 60 + m2
+    if start == end:
+        raise ValueError(f"window {text!r} is empty (start equals end)")
+    return start, end
+
+
+def in_window(window: Optional[tuple[int, int]], now: datetime) -> bool:
+    """Whether `now` (its wall-clock time) lies in [start, end), wrapping past midnight when end < start."""
+    if window is None:
+        return True
+    start, end = window
+    minute = now.hour * 60 + now.minute
+    return start <= minute < end if start < end else minute >= start or minute < end
+
+
+def hold_reason(hold_file: str) -> Optional[str]:
+    """Why a hold is in place (the hold file exists; its holder named when it is JSON with one), or None."""
+    if not hold_file:
+        return None
+    path = Path(hold_file)
+    if not path.exists():
+        return None
+    holder = None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")[:65536] or "{}")
+        holder = data.get("holder") if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        pass
+    return f"hold file {hold_file} is present" + (f" (holder {holder})" if holder else "")
+
+
+def skip_reason(window_text: str, hold_file: str, now: datetime) -> Optional[str]:
+    """Why a scheduled run must not start now, or None: outside the workload window, or a hold in place."""
+    window = parse_window(window_text)
+    if not in_window(window, now):
+        return f"outside the workload window {window_text} (local time now {now.strftime('%H:%M')})"
+    return hold_reason(hold_file)
+
+
 def write_textfile(directory: Path, text: str, name: str = TEXTFILE_NAME) -> Path:
     """Write atomically (the collector may read at any moment); mode 0644."""
     directory.mkdir(parents=True, exist_ok=True)

@@ -88,6 +88,8 @@ class BenchConfig:
     identity: dict[str, Any] = field(default_factory=dict)
     force_compare: bool = False
     sparkfleet_version: str = ""
+    # A file whose appearance stops the run at the next point boundary (an operator's or another job's hold).
+    hold_file: str = ""
 
 
 def validate(cfg: BenchConfig) -> list[str]:
@@ -450,6 +452,12 @@ class Runner:
         self.report["failed_requests"] += len(failed)
         return len(failed)
 
+    def boundary(self) -> None:
+        """A point boundary: stop here (verdict fail, reason "hold: ...") when the hold file has appeared."""
+        hold = self.cfg.hold_file
+        if hold and Path(hold).exists():
+            raise Abort(f"hold: {hold} appeared; stopped at a point boundary")
+
     def abort(self, reason: str) -> None:
         self.report["aborted"] = reason
         self.log(f"aborted: {reason}")
@@ -486,6 +494,7 @@ class Runner:
             await self._identify()
             self.save()
             for suite in (s for s in SUITE_ORDER if s in cfg.suites):
+                self.boundary()
                 self.log(f"suite {suite}")
                 await getattr(self, f"suite_{suite}")()
                 self.report["completed_suites"].append(suite)
@@ -604,6 +613,7 @@ class Runner:
     async def suite_quality(self) -> None:
         runs = []
         for _ in range(self.cfg.quality_runs):
+            self.boundary()
             res = await self.client.stream("/v1/chat/completions",
                                            self.chat_body(QUALITY_PROMPT, 256, reasoning=False, forced=False),
                                            keep_content=True)
@@ -627,6 +637,7 @@ class Runner:
         warm = list(points)
         self.rng.shuffle(warm)
         for point in warm:
+            self.boundary()
             self.log(f"decode warm-up {decode_label(*point)}")
             await self._decode_sample(point, state[point], keep=False)
         while True:
@@ -635,6 +646,7 @@ class Runner:
                 break
             self.rng.shuffle(pending)
             for point in pending:
+                self.boundary()
                 await self._decode_sample(point, state[point], keep=True)
                 self.log(progress_line(f"decode {point[0]}-c{point[1]}", point[2],
                                        state[point]["values"].get("tps", [])))
@@ -765,6 +777,7 @@ class Runner:
         self.rng.shuffle(order)
         self.report["suites"]["prefill"] = {"points": [], "failed_requests": 0}
         for text, size in order:
+            self.boundary()
             self.log(f"prefill {text}-{size}")
             await self._prefill_sample(text, size, samples[(text, size)])
         points = [{"text": t, "size": s, "n": len(samples[(t, s)]["ttft_s"]), "failed_requests": samples[(t, s)]["failed"],
@@ -807,6 +820,7 @@ class Runner:
         tokens = min(cfg.prefix_tokens, (self.max_model_len or cfg.prefix_tokens + 128) - 128)
         cold, warm, hits, runs = [], [], [], []
         for i in range(cfg.prefix_runs):
+            self.boundary()
             prompt = nonce_prefix(self.rng) + await self.text_for_tokens("filler", int(0.97 * tokens), i) + PREFILL_TAIL
             salt = self.salt()
             run: dict[str, Any] = {"requests": []}
@@ -861,6 +875,7 @@ class Runner:
         target = min(cfg.needle_tokens, (self.max_model_len or cfg.needle_tokens + 64) - 64)
         runs = []
         for depth in cfg.needle_depths:
+            self.boundary()
             prompt, sized = await self._needle_prompt(target, depth)
             res = await self.client.stream("/v1/chat/completions",
                                            self.chat_body(prompt, 32, reasoning=False, forced=False, salt=self.salt()),
