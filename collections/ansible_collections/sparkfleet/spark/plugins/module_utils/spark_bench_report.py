@@ -235,7 +235,8 @@ def summary_markdown(report: dict[str, Any]) -> str:
     for err in report.get("errors") or []:
         out.write(f"- error: {err}\n")
     suites = report.get("suites", {})
-    for name, writer in (("quality", _md_quality), ("decode", _md_decode), ("prefill", _md_prefill),
+    for name, writer in (("quality", _md_quality), ("compliance", _md_compliance), ("decode", _md_decode),
+                         ("sampled", _md_sampled), ("prefill", _md_prefill),
                          ("prefix", _md_prefix), ("admission", _md_admission), ("needle", _md_needle)):
         if name in suites:
             if name == "decode":
@@ -313,6 +314,25 @@ def _md_latency(out: io.StringIO, suite: dict[str, Any]) -> None:
             digits = 3 if scale == 1.0 else 1
             cells += [_cell(m.get(name), digits, scale), _quantiles(m.get(name), scale, digits)]
         out.write(f"| {point_label(p)} | " + " | ".join(cells) + " |\n")
+
+
+def _md_compliance(out: io.StringIO, suite: dict[str, Any]) -> None:
+    out.write(f"\n## Compliance (JSON array of exactly 12 objects)\n\n{suite.get('passed')}/{suite.get('total')} "
+              f"passed — {'ok' if suite.get('ok') else 'FAILED'}\n\n| arm | passed | failures |\n|---|---|---|\n")
+    for arm, result in (suite.get("arms") or {}).items():
+        failures = "; ".join(f"{a['record']}: {a['verdict']}" for a in result.get("answers", []) if a["verdict"] != "pass")
+        out.write(f"| {arm} | {result.get('passed')}/{result.get('total')} | {failures or '–'} |\n")
+
+
+def _md_sampled(out: io.StringIO, suite: dict[str, Any]) -> None:
+    out.write("\n## Sampled (T=1.0, top_p 0.95)\n\n| point | requests | tok/s | per-stream tok/s | TTFT ms | "
+              "accepted/draft | acceptance rate | drafts | failed |\n|---|---|---|---|---|---|---|---|---|\n")
+    for p in suite.get("points", []):
+        ttft = p.get("ttft_s")
+        out.write(f"| {p['case']}-c{p['concurrency']} | {p['requests']} | {_fmt(p.get('tps'), 1)} | "
+                  f"{_fmt(p.get('per_stream_tps'), 2)} | {_fmt(None if ttft is None else 1000 * ttft, 1)} | "
+                  f"{_fmt(p.get('accepted_per_draft'), 3)} | {_fmt(p.get('acceptance_rate'), 3)} | "
+                  f"{_fmt(p.get('drafts'), 0)} | {p.get('failed_requests', 0)} |\n")
 
 
 def _md_prefill(out: io.StringIO, suite: dict[str, Any]) -> None:

@@ -25,10 +25,15 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator, Optional, Sequence
 
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import BenchClient, RequestResult
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_compliance import (
+    ARMS, RECORDS, response_format, score)
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_compliance import prompt as compliance_prompt
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_compliance import (
+    prompts_sha256 as compliance_sha256)
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_metrics import (
     Peaks, deltas, foreign_traffic, is_idle, parse_prometheus, prefix_hit_rate, spec_decode)
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_prompts import (
-    ADMISSION_TAIL, DECODE_CASES, NEEDLE_PHRASE, NEEDLE_QUESTION, PREFILL_TAIL, QUALITY_PROMPT, REASONING_OFF,
+    ADMISSION_TAIL, DECODE_CASES, SAMPLED_CASES, sampled_sha256, NEEDLE_PHRASE, NEEDLE_QUESTION, PREFILL_TAIL, QUALITY_PROMPT, REASONING_OFF,
     check_quality, needle_haystack, nonce_prefix, prompts_sha256, text_of_chars)
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_report import (
     compare, new_report, verdict, write_outputs)
@@ -36,8 +41,10 @@ from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_stats
     converged, percentiles, summarize)
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_version import sparkfleet_version
 
-SUITE_ORDER = ("quality", "decode", "prefill", "prefix", "admission", "needle")
+SUITE_ORDER = ("quality", "compliance", "decode", "sampled", "prefill", "prefix", "admission", "needle")
 QUICK = ("quality", "decode")
+# The reference's full run; compliance and needle run only when named.
+FULL = ("quality", "decode", "sampled", "prefill", "prefix", "admission")
 # Ctrl-C, and how systemd stops the scheduled run: both end the run as a fail with a written report.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # Identity fields a caller supplies (module args, CLI --identity KEY=VALUE); server_version and
@@ -81,6 +88,10 @@ class BenchConfig:
     settle: float = 0.5
     poll_interval: float = 1.0
     max_retries: int = 3
+    compliance_concurrency: int = 4
+    compliance_tokens: int = 4096
+    sampled_requests: int = 32
+    sampled_concurrency: list[int] = field(default_factory=lambda: [1, 4])
     api_key: Optional[str] = None
     extra_body: dict[str, Any] = field(default_factory=dict)
     # What is measured, as the caller knows it (image ID and labels, serve profile name and hash, kernel,
@@ -90,6 +101,16 @@ class BenchConfig:
     sparkfleet_version: str = ""
     # A file whose appearance stops the run at the next point boundary (an operator's or another job's hold).
     hold_file: str = ""
+
+    def __post_init__(self) -> None:
+        # `full` names the reference's full run; expanded here so the report lists the suites it ran.
+        if "full" in self.suites:
+            expanded: list[str] = []
+            for suite in self.suites:
+                for name in (FULL if suite == "full" else (suite,)):
+                    if name not in expanded:
+                        expanded.append(name)
+            self.suites = expanded
 
 
 def validate(cfg: BenchConfig) -> list[str]:
@@ -103,10 +124,13 @@ def validate(cfg: BenchConfig) -> list[str]:
         problems.append("suites: at least one suite is required")
     unknown = [s for s in cfg.suites if s not in SUITE_ORDER]
     if unknown:
-        problems.append(f"suites: unknown {unknown} (known: {', '.join(SUITE_ORDER)})")
+        problems.append(f"suites: unknown {unknown} (known: {', '.join(SUITE_ORDER)}, or full)")
     bad_cases = [c for c in cfg.cases if c not in DECODE_CASES]
     if bad_cases:
         problems.append(f"cases: unknown {bad_cases} (known: {', '.join(DECODE_CASES)})")
+    if not cfg.sampled_concurrency or any(c < 1 for c in cfg.sampled_concurrency) or cfg.sampled_requests < 1:
+        problems.append(f"sampled: needs positive requests and stream counts, got {cfg.sampled_requests} requests at "
+                        f"{cfg.sampled_concurrency}")
     if not cfg.concurrency or any(c < 1 for c in cfg.concurrency):
         problems.append(f"concurrency: needs positive stream counts, got {cfg.concurrency}")
     if not cfg.depths or any(d < 0 for d in cfg.depths) or len(set(cfg.depths)) != len(cfg.depths):
@@ -147,6 +171,10 @@ def plan(cfg: BenchConfig, max_model_len: Optional[int] = None) -> list[str]:
     for suite in (s for s in SUITE_ORDER if s in cfg.suites):
         if suite == "decode":
             points += [f"decode/{decode_label(case, c, d)}" for case, c, d in decode_points(cfg)]
+        elif suite == "sampled":
+            points += [f"sampled/{case}-c{c}" for case in SAMPLED_CASES for c in cfg.sampled_concurrency]
+        elif suite == "compliance":
+            points += [f"compliance/{arm}" for arm in ARMS]
         elif suite == "prefill":
             points += [f"prefill/{t}-{s}" for t in cfg.prefill_texts for s in prefill_sizes(cfg, max_model_len)]
         else:
@@ -434,7 +462,9 @@ class Runner:
                 "prefill_repeats": cfg.prefill_repeats, "prefix_tokens": cfg.prefix_tokens,
                 "admission_tokens": cfg.admission_tokens, "needle_tokens": cfg.needle_tokens,
                 "reasoning_off_knob": {"chat_template_kwargs": REASONING_OFF}, "prompts_sha256": prompts_sha256(),
-                "extra_body": cfg.extra_body}
+                "extra_body": cfg.extra_body, "compliance_prompts_sha256": compliance_sha256(),
+                "sampled_prompts_sha256": sampled_sha256(),
+                "sampled_requests": cfg.sampled_requests, "sampled_concurrency": cfg.sampled_concurrency}
 
     # -- bookkeeping
     def save(self) -> None:
@@ -487,7 +517,8 @@ class Runner:
     async def _run_suites(self, lag: LoopLag) -> None:
         cfg = self.cfg
         self.baseline = self._load_baseline()
-        max_conn = max(cfg.concurrency + [cfg.admission_requests]) + 4
+        streams = cfg.concurrency + cfg.sampled_concurrency + [cfg.admission_requests, cfg.compliance_concurrency]
+        max_conn = max(streams) + 4
         async with BenchClient(cfg.url, cfg.timeout, cfg.api_key, max_conn) as client:
             self.client, self.hygiene = client, Hygiene(client, cfg)
             lag.start()
@@ -589,7 +620,7 @@ class Runner:
 
     # -- request bodies
     def chat_body(self, prompt: str, max_tokens: int, reasoning: bool, forced: bool,
-                  salt: Optional[str] = None) -> dict[str, Any]:
+                  salt: Optional[str] = None, overrides: Optional[dict[str, Any]] = None) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.cfg.model, "messages": [{"role": "user", "content": prompt}],
                                 "stream": True, "stream_options": {"include_usage": True}, "temperature": 0,
                                 "seed": 42, "max_tokens": max_tokens}
@@ -599,6 +630,7 @@ class Runner:
             body.update(min_tokens=max_tokens, ignore_eos=True)
         if salt:
             body["cache_salt"] = salt
+        body.update(overrides or {})
         return merge_body(body, self.cfg.extra_body)
 
     def completion_body(self, prompt: str, salt: str, max_tokens: int = 1) -> dict[str, Any]:
@@ -625,6 +657,88 @@ class Runner:
         if passed != len(runs):
             self.save()
             raise Abort(f"quality gate {passed}/{len(runs)}: performance numbers would be meaningless")
+
+    # -- compliance (opt-in): structured output, prompt-only then constrained
+    async def suite_compliance(self) -> None:
+        cfg = self.cfg
+        arms: dict[str, Any] = {}
+        failed = 0
+        for arm in ARMS:
+            self.boundary()
+            self.log(f"compliance {arm}")
+            gate = asyncio.Semaphore(cfg.compliance_concurrency)
+
+            async def ask(record: str, arm: str = arm, gate: asyncio.Semaphore = gate) -> RequestResult:
+                extra = {"response_format": response_format(record)} if arm == "constrained" else None
+                body = self.chat_body(compliance_prompt(record), cfg.compliance_tokens, reasoning=False,
+                                      forced=False, overrides=extra)
+                async with gate:
+                    return await self.client.stream("/v1/chat/completions", body, keep_content=True)
+
+            records = list(RECORDS)
+            results = list(await asyncio.gather(*(ask(r) for r in records)))
+            failed += self.count_failures(results)
+            answers = []
+            for record, res in zip(records, results):
+                verdict = score(record, res.content, res.finish_reason) if res.ok else f"request failed: {res.error}"
+                self._write_output(f"compliance-{arm}", f"{record}.json", res.content)
+                answers.append({"record": record, "verdict": verdict, "finish_reason": res.finish_reason,
+                                "completion_tokens": res.completion_tokens})
+            arms[arm] = {"passed": sum(a["verdict"] == "pass" for a in answers), "total": len(answers),
+                         "answers": answers}
+        passed, total = sum(a["passed"] for a in arms.values()), sum(a["total"] for a in arms.values())
+        self.report["suites"]["compliance"] = {"arms": arms, "passed": passed, "total": total,
+                                               "failed_requests": failed, "ok": passed == total}
+
+    def _write_output(self, folder: str, name: str, content: str) -> None:
+        """An answer kept beside the report (outputs/<folder>/<name>) for a reader to inspect."""
+        path = self.out_dir / "outputs" / folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content, encoding="utf-8")
+
+    # -- sampled: realistic sampling (T=1, top_p 0.95), acceptance under it
+    async def suite_sampled(self) -> None:
+        points = []
+        for case, prompt in SAMPLED_CASES.items():
+            for conc in self.cfg.sampled_concurrency:
+                self.boundary()
+                self.log(f"sampled {case}-c{conc}")
+                points.append(await self._sampled_point(case, prompt, conc))
+        self.report["suites"]["sampled"] = {"points": points,
+                                            "failed_requests": sum(p["failed_requests"] for p in points)}
+
+    async def _sampled_point(self, case: str, prompt: str, conc: int) -> dict[str, Any]:
+        cfg = self.cfg
+        bodies = [self.chat_body(prompt, cfg.max_tokens, reasoning=False, forced=False,
+                                 overrides={"temperature": 1.0, "top_p": 0.95, "seed": 1000 + i})
+                  for i in range(cfg.sampled_requests)]
+
+        async def work() -> list[RequestResult]:
+            gate = asyncio.Semaphore(conc)
+
+            async def one(body: dict[str, Any]) -> RequestResult:
+                async with gate:
+                    return await self.client.stream("/v1/chat/completions", body)
+
+            return list(await asyncio.gather(*(one(b) for b in bodies)))
+
+        for attempt in range(cfg.max_retries + 1):
+            results, info = await self.hygiene.measure(work, len(bodies), conc)
+            if not info["foreign"]:
+                break
+            self.report["discarded_samples"].append({"point": f"sampled/{case}-c{conc}", "reason": info["foreign"]})
+            if attempt == cfg.max_retries:
+                raise Abort(f"sampled {case}-c{conc}: foreign traffic in {attempt + 1} samples in a row")
+        failed = self.count_failures(results)
+        ok = [r for r in results if r.ok]
+        wall = (max(r.t_end for r in ok) - min(r.t_send for r in ok)) if ok else 0.0
+        spec = spec_decode(info["delta"])
+        return {"case": case, "concurrency": conc, "requests": len(results), "failed_requests": failed,
+                "output_tokens": sum(r.completion_tokens for r in ok),
+                "tps": sum(r.completion_tokens for r in ok) / wall if wall > 0 else None,
+                "per_stream_tps": _mean([r.decode_tps for r in ok]), "ttft_s": _mean([r.ttft for r in ok]),
+                "drafts": spec.get("drafts"), "accepted_per_draft": spec.get("accepted_per_draft"),
+                "acceptance_rate": spec.get("accepted_per_verified"), "spec_decode": spec or None}
 
     # -- decode matrix
     async def suite_decode(self) -> None:

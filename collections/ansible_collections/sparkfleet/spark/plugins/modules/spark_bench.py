@@ -33,7 +33,10 @@ options:
     type: path
     required: true
   suites:
-    description: Suites to run, in the fixed order quality, decode, prefill, prefix, admission, needle (at least one).
+    description:
+      - Suites to run (at least one), in the fixed order quality, compliance, decode, sampled, prefill, prefix,
+        admission, needle. C(full) names the reference's full run (quality, decode, sampled, prefill, prefix,
+        admission); compliance and needle run only when named.
     type: list
     elements: str
     default: [quality, decode]
