@@ -7,8 +7,10 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+import yaml
+
 from conftest import MODEL, Standin
-from testlib import ROOT
+from testlib import COLLECTION, ROOT
 
 
 def test_playbook_fails_on_a_failed_benchmark(standin: Callable[..., Standin], tmp_path: Path) -> None:
@@ -21,6 +23,9 @@ def test_playbook_fails_on_a_failed_benchmark(standin: Callable[..., Standin], t
     assert "benchmark verdict fail" in proc.stdout
     report = json.loads((tmp_path / "bench.json").read_text())
     assert report["verdict"] == "fail" and report["workload"]["concurrency"] == [1, 2]
+    # the module's payload has no collection metadata: the playbook passes sparkfleet's version to it
+    declared = yaml.safe_load((COLLECTION / "galaxy.yml").read_text())["version"]
+    assert report["identity"]["sparkfleet_version"] == declared
 
 
 def test_cli_passes_and_checks(standin: Callable[..., Standin], tmp_path: Path) -> None:

@@ -155,8 +155,8 @@ options:
     default: ""
   extra_body:
     description:
-      - JSON object merged into every request body (nested objects key by key), for server-specific fields
-        such as C({"top_k": 1}) or C({"chat_template_kwargs": {"enable_thinking": false}}).
+      - "JSON object merged into every request body (nested objects key by key), for server-specific fields
+        such as C({\"top_k\": 1}) or C({\"chat_template_kwargs\": {\"enable_thinking\": false}})."
       - C(model), C(messages), C(prompt) and C(stream) are the bench's own and are refused.
     type: dict
     default: {}
