@@ -112,3 +112,11 @@ def test_a_run_records_identity_and_the_gate_refuses_another(standin: Callable[.
                  force_compare=True)
     assert forced["verdict"] in ("pass", "regression") and forced["comparison"]["points"]
     assert json.loads((tmp_path / "forced" / "bench.json").read_text())["comparison"]["forced"] is True
+
+
+def test_a_suite_measured_on_one_side_only_warns() -> None:
+    full = _report(IDENTITY)
+    full["suites"]["prefill"] = {"points": [{"text": "filler", "size": 2048, "n": 3, "failed_requests": 0,
+                                             "metrics": {"prefill_tps": summarize([4000.0, 4010.0, 3990.0])}}]}
+    comparison = rp.compare(_report(IDENTITY), full, 3.0)
+    assert "error" not in comparison and "suite prefill has points only in the baseline" in comparison["warnings"]

@@ -138,12 +138,27 @@ def identity_differences(ours: dict[str, Any], theirs: dict[str, Any]) -> tuple[
     return refusals, warnings
 
 
-def point_set_difference(ours: dict[str, Any], theirs: dict[str, Any]) -> Optional[str]:
-    """Why two point sets are not the same set, or None."""
-    only_here, only_there = sorted(set(ours) - set(theirs)), sorted(set(theirs) - set(ours))
-    if not only_here and not only_there:
-        return None
-    return f"point set differs (only in this run: {only_here or 'none'}; only in the baseline: {only_there or 'none'})"
+def _by_suite(points: dict[str, Any]) -> dict[str, set[str]]:
+    suites: dict[str, set[str]] = {}
+    for key in points:
+        suites.setdefault(key.split("/", 1)[0], set()).add(key)
+    return suites
+
+
+def point_set_difference(ours: dict[str, Any], theirs: dict[str, Any]) -> tuple[Optional[str], list[str]]:
+    """(why the point sets differ, warnings). Per suite both sides measured, the points must be the same set (other
+    concurrency, cases, depths or sizes are another workload); a suite measured on one side only is a warning (a
+    decode-only run may compare with a full baseline's decode points)."""
+    mine, other = _by_suite(ours), _by_suite(theirs)
+    differences, warnings = [], []
+    for suite in sorted(set(mine) | set(other)):
+        if suite not in other or suite not in mine:
+            warnings.append(f"suite {suite} has points only in {'this run' if suite in mine else 'the baseline'}")
+            continue
+        only_here, only_there = sorted(mine[suite] - other[suite]), sorted(other[suite] - mine[suite])
+        if only_here or only_there:
+            differences.append(f"only in this run: {only_here or 'none'}; only in the baseline: {only_there or 'none'}")
+    return ("point set differs (" + "; ".join(differences) + ")" if differences else None), warnings
 
 
 def compare(report: dict[str, Any], baseline: dict[str, Any], tolerance_pct: float,
@@ -166,9 +181,9 @@ def compare(report: dict[str, Any], baseline: dict[str, Any], tolerance_pct: flo
         result["error"] = f"baseline shares no points with this run (this run {len(ours)}, baseline {len(theirs)})"
         return result
     refusals, warnings = identity_differences(report.get("identity") or {}, baseline.get("identity") or {})
-    differs = point_set_difference(ours, theirs)
+    differs, suite_warnings = point_set_difference(ours, theirs)
     refusals += [differs] if differs else []
-    result["warnings"] += warnings
+    result["warnings"] += warnings + suite_warnings
     if refusals and not force:
         result["error"] = ("baseline is not comparable: " + "; ".join(refusals)
                            + " (force_compare / --force-compare compares anyway)")
