@@ -115,7 +115,7 @@ def _render(tmp_path: Path, url: str) -> Path:
              "spark_bench_schedule_baseline": str(tmp_path / "state" / "baseline.json"),
              "spark_bench_schedule_textfile_dir": str(tmp_path / "textfile"), "spark_bench_schedule_keep": 1,
              "spark_bench_schedule_concurrency": [2], "spark_bench_schedule_cases": ["code-nothink"],
-             "spark_bench_schedule_suites": ["decode"],
+             "spark_bench_schedule_suites": ["decode"], "spark_bench_schedule_identity": {"serve_profile": "tp3-64k-r6"},
              "spark_bench_schedule_min_samples": 2, "spark_bench_schedule_max_samples": 2,
              "spark_bench_schedule_max_tokens": 32, "spark_bench_schedule_timeout": 20}
     proc = subprocess.run([str(ROOT / ".venv" / "bin" / "ansible-playbook"), "tests/bench/render_bench_schedule.yml",
@@ -134,6 +134,8 @@ def test_rendered_units_run_the_scheduled_benchmark(standin: Callable[..., Stand
     assert "Type=oneshot" in service and f"ReadWritePaths={tmp_path / 'history'}" in service
     config = json.loads((out / "bench-schedule.json").read_text())
     assert config["url"] == server.url and config["keep"] == 1 and config["api_key_file"] is None
+    assert config["depths"] == [0] and config["identity"] == {"serve_profile": "tp3-64k-r6"}
+    assert config["window"] == "" and config["hold_file"] == "/var/lib/sparkfleet/bench/hold"
     if shutil.which("systemd-analyze"):
         verify = subprocess.run(["systemd-analyze", "verify", str(out / "sparkfleet-bench.service"),
                                  str(out / "sparkfleet-bench.timer")], capture_output=True, text=True, timeout=60)
@@ -159,6 +161,7 @@ def test_rendered_units_run_the_scheduled_benchmark(standin: Callable[..., Stand
     report = json.loads((history / "latest" / "bench.json").read_text())
     assert report["comparison"]["baseline"] == str(tmp_path / "state" / "baseline.json")
     assert report["comparison"]["points"]
+    assert report["identity"]["serve_profile"] == "tp3-64k-r6" and report["identity"]["server_version"]
     prom = (tmp_path / "textfile" / "sparkfleet_bench.prom").read_text()
     assert f'verdict="{report["verdict"]}"}} 1' in prom
     assert parse_prometheus(prom)["sparkfleet_bench_decode_tokens_per_second"] > 0
