@@ -1,6 +1,6 @@
-"""The bench's API key never has to be on a command line: the module reads it from a 0600 key file itself
-(api_key_file) or takes it from a vault-able variable through its arguments (which travel on stdin or in a
-file, not in argv), and bench.yml refuses a key passed as `-e spark_bench_api_key=...`."""
+"""The bench's API key never has to be on a command line: the CLI and the module read it from a 0600 key file
+themselves (api_key_file) or from $OPENAI_API_KEY; bench.yml writes a vaulted spark_bench_api_key to a private
+file for the run and refuses a key passed as `-e spark_bench_api_key=...`."""
 from __future__ import annotations
 
 import os
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from testlib import ROOT, load_source
+from testlib import ROOT
 
-bench = load_source("modules", "spark_bench")
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import read_api_key
 KEY = "sk-plantedBENCHkey0sparkfleet0test"
 PLAYBOOK = ROOT / ".venv" / "bin" / "ansible-playbook"
 
@@ -25,24 +25,22 @@ def _key_file(tmp_path: Path, mode: int = 0o600, text: str = KEY + "\n") -> Path
 
 
 def test_key_file_is_read_and_stripped(tmp_path: Path) -> None:
-    assert bench.resolve_api_key("", str(_key_file(tmp_path))) == KEY
-    assert bench.resolve_api_key(KEY, "") == KEY
-    assert bench.resolve_api_key("", "") is None
+    assert read_api_key(str(_key_file(tmp_path)), {}) == KEY
+    assert read_api_key("", {"OPENAI_API_KEY": KEY}) == KEY
+    assert read_api_key("", {}) is None
 
 
 @pytest.mark.parametrize("mode", [0o644, 0o640, 0o604])
 def test_key_file_readable_by_others_is_refused(tmp_path: Path, mode: int) -> None:
-    with pytest.raises(ValueError, match=r"api_key_file .* mode 0o6\d\d.*0600"):
-        bench.resolve_api_key("", str(_key_file(tmp_path, mode)))
+    with pytest.raises(ValueError, match=r"api_key_file: .* mode 0o6\d\d.*0600"):
+        read_api_key(str(_key_file(tmp_path, mode)), {})
 
 
-def test_both_forms_missing_and_empty_files_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="either api_key or api_key_file"):
-        bench.resolve_api_key(KEY, str(_key_file(tmp_path)))
-    with pytest.raises(ValueError, match="cannot read api_key_file"):
-        bench.resolve_api_key("", str(tmp_path / "absent"))
+def test_missing_and_empty_files_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="api_key_file: cannot read"):
+        read_api_key(str(tmp_path / "absent"), {"OPENAI_API_KEY": KEY})
     with pytest.raises(ValueError, match="is empty"):
-        bench.resolve_api_key("", str(_key_file(tmp_path, text="\n")))
+        read_api_key(str(_key_file(tmp_path, text="\n")), {})
 
 
 def test_module_refuses_a_bad_key_file_without_printing_a_key(run_module: Any, tmp_path: Path) -> None:

@@ -7,8 +7,10 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+import yaml
+
 from conftest import MODEL, Standin
-from testlib import ROOT
+from testlib import COLLECTION, ROOT
 
 
 def test_playbook_fails_on_a_failed_benchmark(standin: Callable[..., Standin], tmp_path: Path) -> None:
@@ -21,6 +23,9 @@ def test_playbook_fails_on_a_failed_benchmark(standin: Callable[..., Standin], t
     assert "benchmark verdict fail" in proc.stdout
     report = json.loads((tmp_path / "bench.json").read_text())
     assert report["verdict"] == "fail" and report["workload"]["concurrency"] == [1, 2]
+    # the module's payload has no collection metadata: the playbook passes sparkfleet's version to it
+    declared = yaml.safe_load((COLLECTION / "galaxy.yml").read_text())["version"]
+    assert report["identity"]["sparkfleet_version"] == declared
 
 
 def test_cli_passes_and_checks(standin: Callable[..., Standin], tmp_path: Path) -> None:
@@ -32,6 +37,10 @@ def test_cli_passes_and_checks(standin: Callable[..., Standin], tmp_path: Path) 
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().endswith("verdict: pass")
+    # a progress line per measured round on stderr: point, depth, n, running mean, interval width
+    progress = [line for line in proc.stderr.splitlines() if line.startswith("[bench] decode code-nothink-c2 depth 0:")]
+    assert [line.split("n=")[1].split()[0] for line in progress] == ["1", "2"], proc.stderr
+    assert " tps mean " in progress[-1] and "%)" in progress[-1]
     points = json.loads((tmp_path / "bench.json").read_text())["suites"]["decode"]["points"]
     assert [(p["case"], p["concurrency"], p["n"]) for p in points] == [("code-nothink", 1, 2), ("code-nothink", 2, 2)]
     # reasoning off: the first token is an answer token

@@ -38,14 +38,33 @@ def _report(verdict: str) -> dict[str, Any]:
 
 
 def test_textfile_is_valid_and_carries_the_headline(tmp_path: Path) -> None:
-    text = prometheus_textfile(_report("regression"), "/h/20261129T033000Z/bench.json")
+    text = prometheus_textfile(_report("regression"))
     for line in text.splitlines():
         assert line.startswith("# HELP ") or line.startswith("# TYPE ") or SAMPLE.match(line), line
     values = parse_prometheus(text)
     assert values["sparkfleet_bench_verdict"] == 1  # exactly one verdict label is 1
     assert 'sparkfleet_bench_verdict{model="m",url="http://h:8000",verdict="regression"} 1' in text
-    assert 'sparkfleet_bench_decode_tokens_per_second{model="m",url="http://h:8000",case="prose",concurrency="4"} 200' \
-        in text
+    point = 'model="m",url="http://h:8000",case="prose",concurrency="4",depth="0"'
+    assert f"sparkfleet_bench_decode_tokens_per_second{{{point}}} 200" in text
+    # the interval of the mean is exported beside it: 200 ± t(2) * 10 / sqrt(3)
+    assert values["sparkfleet_bench_decode_ci95_lower_tokens_per_second"] == pytest.approx(175.159, abs=1e-3)
+    assert values["sparkfleet_bench_decode_ci95_upper_tokens_per_second"] == pytest.approx(224.841, abs=1e-3)
+    assert values["sparkfleet_bench_ttft_seconds"] == pytest.approx(0.2)
+    # base units only, and the unit ends every name
+    names = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
+    assert not [n for n in names if "millisecond" in n or "_ms" in n]
+    assert all(n.endswith(("_seconds", "_per_second", "_verdict", "_requests", "_aborted", "_passed", "_regressions"))
+               for n in names), names
+    # no label whose value changes from run to run: two runs at other times, of other reports, give the same series
+    later = _report("pass")
+    later.update(finished="2026-11-30T03:36:40Z", started="2026-11-30T03:30:00Z")
+    later["suites"]["decode"]["points"][0]["metrics"]["tps"] = summarize([150.0, 160.0, 170.0])
+
+    def series(txt: str) -> set[str]:
+        return {line.rsplit(" ", 1)[0] for line in txt.splitlines() if not line.startswith("#")}
+
+    assert series(prometheus_textfile(later)) == series(text)
+    assert "2026" not in "".join(series(text)) and "bench.json" not in text
     assert values["sparkfleet_bench_last_run_timestamp_seconds"] == 1795923400.0
     path = write_textfile(tmp_path / "tf", text)
     assert path.name == "sparkfleet_bench.prom" and oct(path.stat().st_mode & 0o777) == "0o644"
@@ -96,7 +115,7 @@ def _render(tmp_path: Path, url: str) -> Path:
              "spark_bench_schedule_baseline": str(tmp_path / "state" / "baseline.json"),
              "spark_bench_schedule_textfile_dir": str(tmp_path / "textfile"), "spark_bench_schedule_keep": 1,
              "spark_bench_schedule_concurrency": [2], "spark_bench_schedule_cases": ["code-nothink"],
-             "spark_bench_schedule_suites": ["decode"],
+             "spark_bench_schedule_suites": ["decode"], "spark_bench_schedule_identity": {"serve_profile": "tp3-64k-r6"},
              "spark_bench_schedule_min_samples": 2, "spark_bench_schedule_max_samples": 2,
              "spark_bench_schedule_max_tokens": 32, "spark_bench_schedule_timeout": 20}
     proc = subprocess.run([str(ROOT / ".venv" / "bin" / "ansible-playbook"), "tests/bench/render_bench_schedule.yml",
@@ -115,6 +134,8 @@ def test_rendered_units_run_the_scheduled_benchmark(standin: Callable[..., Stand
     assert "Type=oneshot" in service and f"ReadWritePaths={tmp_path / 'history'}" in service
     config = json.loads((out / "bench-schedule.json").read_text())
     assert config["url"] == server.url and config["keep"] == 1 and config["api_key_file"] is None
+    assert config["depths"] == [0] and config["identity"] == {"serve_profile": "tp3-64k-r6"}
+    assert config["window"] == "" and config["hold_file"] == "/var/lib/sparkfleet/bench/hold"
     if shutil.which("systemd-analyze"):
         verify = subprocess.run(["systemd-analyze", "verify", str(out / "sparkfleet-bench.service"),
                                  str(out / "sparkfleet-bench.timer")], capture_output=True, text=True, timeout=60)
@@ -140,6 +161,7 @@ def test_rendered_units_run_the_scheduled_benchmark(standin: Callable[..., Stand
     report = json.loads((history / "latest" / "bench.json").read_text())
     assert report["comparison"]["baseline"] == str(tmp_path / "state" / "baseline.json")
     assert report["comparison"]["points"]
+    assert report["identity"]["serve_profile"] == "tp3-64k-r6" and report["identity"]["server_version"]
     prom = (tmp_path / "textfile" / "sparkfleet_bench.prom").read_text()
     assert f'verdict="{report["verdict"]}"}} 1' in prom
     assert parse_prometheus(prom)["sparkfleet_bench_decode_tokens_per_second"] > 0

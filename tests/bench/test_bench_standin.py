@@ -75,6 +75,12 @@ def test_decode_metrics_match_the_truth(truth_run: tuple[dict[str, Any], Path]) 
         assert m["tps"]["mean"] == pytest.approx(conc * 64 / (ttft + 63 * ITL), rel=0.05)
         assert m["tps"]["ci95"][0] <= m["tps"]["mean"] <= m["tps"]["ci95"][1]
         assert len(m["tps"]["values"]) == point["n"]
+        # percentiles of single observations: every chunk gap is one ITL, every request one TTFT and E2E
+        assert m["itl_s"]["p50"] == pytest.approx(ITL, abs=0.003)
+        assert m["itl_s"]["observations"] == point["n"] * conc * 63
+        assert m["ttft_s"]["observations"] == m["e2e_s"]["observations"] == point["n"] * conc
+        assert m["ttft_s"]["p50"] <= m["ttft_s"]["p90"] <= m["ttft_s"]["p95"] <= m["ttft_s"]["p99"]
+        assert m["e2e_s"]["p50"] == pytest.approx(ttft + 63 * ITL, rel=0.1)
 
 
 def test_prefill_and_prefix_match_the_truth(truth_run: tuple[dict[str, Any], Path]) -> None:
@@ -222,3 +228,35 @@ def test_step_time_from_spec_decode_counters(standin: Callable[..., Standin], tm
     for point in report["suites"]["decode"]["points"]:
         assert point["spec_decode"]["accepted_per_draft"] == pytest.approx(2.0, abs=0.05)
         assert point["metrics"]["step_ms"]["mean"] == pytest.approx(30.0, rel=0.03)
+
+
+def test_depths_run_every_decode_point_after_prior_context(standin: Callable[..., Standin], tmp_path: Path) -> None:
+    server = standin(TRUTH_ENV)
+    depth = 400
+    report = run_bench(_cfg(server, tmp_path, suites=["decode"], concurrency=[1, 2], depths=[0, depth], max_tokens=32,
+                            min_samples=2, max_samples=2))
+    assert report["verdict"] == "pass", report["errors"]
+    points = {(p["concurrency"], p["depth"]): p for p in report["suites"]["decode"]["points"]}
+    assert sorted(points) == [(1, 0), (1, depth), (2, 0), (2, depth)]
+    assert report["identity"]["planned_points"] == ["decode/prose-c1", "decode/prose-c2", f"decode/prose-c1@d{depth}",
+                                                    f"decode/prose-c2@d{depth}"]
+    for (conc, d), point in points.items():
+        m = point["metrics"]
+        prompt = m["prompt_tokens"]["mean"]
+        if d:
+            assert point["cached_prompt_tokens"] == 0  # each stream's context opens with its own nonce
+            assert 0.9 * depth < prompt - points[(conc, 0)]["metrics"]["prompt_tokens"]["mean"] < 1.1 * depth
+        # TTFT follows the stand-in's prefill rate over the whole prompt (context included); the stand-in
+        # prefills concurrent streams one after another, so at c2 the second waits for the first
+        queued = (conc - 1) * prompt / PREFILL / conc
+        assert m["ttft_s"]["mean"] == pytest.approx(_ttft_truth(prompt) + queued, abs=0.03)
+        assert m["per_stream_tps"]["mean"] == pytest.approx(1 / ITL, rel=0.03)
+    assert points[(1, depth)]["metrics"]["pp_tps"]["mean"] > 2 * points[(1, 0)]["metrics"]["pp_tps"]["mean"]
+    md = (tmp_path / "summary.md").read_text()
+    assert "## Prefill and decode by depth (llama-benchy layout" in md
+    assert "| model | test | t/s | ttfr (ms) | e2e_ttft (ms) |" in md
+    assert f"| {MODEL} | tg32 @ d{depth} (c2) | " in md and f"| {MODEL} | tg32 | " in md
+    assert any(line.startswith(f"| {MODEL} | pp") and f"@ d{depth} (c2)" in line for line in md.splitlines())
+    assert f"| prose-c2@d{depth} |" in md
+    csv_text = (tmp_path / "points.csv").read_text()
+    assert f"decode,prose-c1@d{depth},prose,1,,tps," in csv_text and csv_text.splitlines()[0].endswith(",depth")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import re
 
 from standin_vllm.text import (OutputRequest, canned_answer, chat_prompt_pieces, completion_prompt_pieces,
@@ -72,3 +73,16 @@ def test_broken_quality_switch_and_needle() -> None:
     prompt = "filler " * 50 + "The vault access phrase is COPPER-OTTER-50-CEDAR. " + "What is the vault access phrase?"
     assert "COPPER-OTTER-50-CEDAR" in (canned_answer(prompt, quality_broken=False) or "")
     assert canned_answer("just talk", quality_broken=False) is None
+
+
+def test_record_array_prompt_gets_a_compliant_array() -> None:
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "year": {"type": "integer"},
+                                               "price": {"type": "number"}, "ok": {"type": "boolean"}}}
+    prompt = ("Return a JSON array of exactly 3 objects describing things. Each object must validate against this "
+              f"JSON Schema: {json.dumps(schema)}. Output only the JSON array.")
+    answer = canned_answer(prompt, quality_broken=False)
+    assert json.loads(answer or "") == [{"name": "name-1", "year": 1, "price": 0.5, "ok": True},
+                                        {"name": "name-2", "year": 2, "price": 1.5, "ok": False},
+                                        {"name": "name-3", "year": 3, "price": 2.5, "ok": True}]
+    # the bench's plain json decode case quotes no schema: it stays pseudo-text
+    assert canned_answer("Return a JSON array of exactly 12 objects describing library books.", False) is None

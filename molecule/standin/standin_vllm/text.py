@@ -7,6 +7,7 @@ per stream delta, so a client that counts deltas and one that reads `usage` agre
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import re
 import zlib
@@ -19,6 +20,9 @@ OUTPUT_PIECE = re.compile(r"\s*(?:\w+|[^\w\s])|\s+$")
 TEMPLATE_TOKENS_PER_MESSAGE = 4
 VOCAB_SIZE = 129280
 NEEDLE = re.compile(r"COPPER-OTTER-(\d+)-CEDAR")
+# The bench's compliance prompts: "a JSON array of exactly N objects" with the item schema quoted after the marker.
+ARRAY_OF = re.compile(r"JSON array of exactly (\d+) objects")
+SCHEMA_MARKER = "validate against this JSON Schema: "
 
 WORDS = (
     "the model keeps a steady pace while each request waits for its turn in the queue and every token "
@@ -130,11 +134,44 @@ def is_quality_prompt(text: str) -> bool:
     return "lru" in low and "ordereddict" in low
 
 
+def _schema_value(field: str, kind: Any, index: int) -> Any:
+    """A deterministic value of a JSON Schema type for object `index` of a record array."""
+    if kind == "integer":
+        return index + 1
+    if kind == "number":
+        return index + 0.5
+    if kind == "boolean":
+        return index % 2 == 0
+    return f"{field}-{index + 1}"
+
+
+def record_array(text: str) -> Optional[str]:
+    """The answer a compliant model gives to "a JSON array of exactly N objects" whose item JSON Schema is quoted
+    in the prompt: N objects with exactly the schema's properties, nothing around the array."""
+    count = ARRAY_OF.search(text)
+    marker = text.find(SCHEMA_MARKER)
+    if not count or marker < 0:
+        return None
+    try:
+        schema, _ = json.JSONDecoder().raw_decode(text, marker + len(SCHEMA_MARKER))
+    except ValueError:
+        return None
+    fields = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(fields, dict):
+        return None
+    items = [{name: _schema_value(name, (spec or {}).get("type"), i) for name, spec in fields.items()}
+             for i in range(int(count.group(1)))]
+    return json.dumps(items)
+
+
 def canned_answer(text: str, quality_broken: bool) -> Optional[str]:
     """The answer a real model gives to a prompt the bench checks, else None."""
     needle = NEEDLE.search(text)
     if needle:
         return f"The vault access phrase is {needle.group(0)}."
+    records = record_array(text)
+    if records is not None:
+        return records
     if is_quality_prompt(text):
         return GARBAGE_ANSWER if quality_broken else QUALITY_ANSWER
     return None

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import socket
 import ssl
+import stat
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional
 from urllib.parse import urlsplit
 
 ERROR_CLASSES = ("http", "transport", "timeout", "stream_error", "incomplete")
@@ -35,6 +38,26 @@ _REASONING = re.compile(rb'"(?:reasoning|reasoning_content)"\s*:\s*"(?!")')
 _NEEDS_PARSE = re.compile(rb'"(?:usage|finish_reason)"\s*:\s*[^\sn]|"error"|"tool_calls"|"token_ids"')
 
 Sink = Callable[[bytes, float], None]
+API_KEY_ENV = "OPENAI_API_KEY"
+
+
+def read_api_key(key_file: Optional[str], environ: Mapping[str, str]) -> Optional[str]:
+    """The bearer token: from key_file when given (it must hold one), else $OPENAI_API_KEY, else None.
+
+    Never from a command line, where every user on the host sees it. Errors name the file, never the key.
+    """
+    if key_file:
+        try:
+            mode = stat.S_IMODE(os.stat(key_file).st_mode)
+            key = Path(key_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ValueError(f"api_key_file: cannot read {key_file}: {exc.strerror or exc}") from exc
+        if mode & 0o077:
+            raise ValueError(f"api_key_file: {key_file} has mode {oct(mode)}: others can read it; chmod 0600")
+        if not key:
+            raise ValueError(f"api_key_file: {key_file} is empty")
+        return key
+    return environ.get(API_KEY_ENV, "").strip() or None
 
 
 @dataclass

@@ -30,6 +30,13 @@ DECODE_CASES: dict[str, tuple[str, bool]] = {
     "json-nothink": (_JSON, False),
 }
 REASONING_OFF = {"thinking": False}
+# The sampled suite's cases (T=1.0, top_p 0.95, seeds 1000+i, reasoning off): an essay and a code module, whose
+# texts differ in how well speculative drafts are accepted.
+SAMPLED_CASES: dict[str, str] = {
+    "essay": "Write an essay of about 200 words on why lighthouses were built where they stand.",
+    "module": ("Write a Python module with a function that parses ISO 8601 dates, a function that formats them, "
+               "and docstrings for both."),
+}
 
 FILLER_WORDS = ("river", "forest", "meadow", "mountain", "valley", "stone", "cloud", "rain", "willow",
                 "canyon", "breeze", "harbor", "glacier", "moss", "thunder", "prairie", "orchard", "lantern")
@@ -99,6 +106,11 @@ def prompts_sha256() -> str:
     blob = "\n".join([QUALITY_PROMPT, *(f"{k}:{v[0]}:{v[1]}" for k, v in sorted(DECODE_CASES.items())),
                       " ".join(FILLER_WORDS), PREFILL_TAIL, ADMISSION_TAIL, NEEDLE_SENTENCE, NEEDLE_QUESTION])
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def sampled_sha256() -> str:
+    """Hash of the sampled suite's prompts (kept apart so the decode prompts' hash of older baselines holds)."""
+    return hashlib.sha256("\n".join(f"{k}:{v}" for k, v in sorted(SAMPLED_CASES.items())).encode()).hexdigest()
 
 
 _FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.S)

@@ -46,8 +46,44 @@ def _family(name: str, kind: str, text: str, samples: Iterable[tuple[str, Any]])
     return [f"# HELP {name} {text}", f"# TYPE {name} {kind}", *rows] if rows else []
 
 
-def prometheus_textfile(report: dict[str, Any], source: str = "") -> str:
-    """node_exporter textfile-collector text with the headline figures and the verdict of one report."""
+# (report metric, family stem, unit, scale to the base unit, help) of every decode point. Units are base units
+# (seconds, not milliseconds), the unit ends the name, and the interval of the mean has its own families.
+DECODE_FAMILIES = (
+    ("tps", "decode", "tokens_per_second", 1.0, "Aggregate decode tok/s"),
+    ("decode_window_tps", "decode_window", "tokens_per_second", 1.0, "Decode tok/s while all streams decode"),
+    ("ttft_s", "ttft", "seconds", 1.0, "Time to first token"),
+    ("itl_s", "inter_token_latency", "seconds", 1.0, "Gap between token-bearing chunks"),
+    ("e2e_s", "e2e_latency", "seconds", 1.0, "Request send to last token"),
+    ("step_ms", "step", "seconds", 0.001, "Decode step time"),
+)
+
+
+def _scaled(summary: Optional[dict[str, Any]], scale: float) -> tuple[Optional[float], Optional[float], Optional[float]]:
+    """(mean, ci95 lower, ci95 upper) in the base unit; None where the report has no value."""
+    if not summary or summary.get("mean") is None:
+        return None, None, None
+    lo, hi = summary.get("ci95") or (None, None)
+    return (summary["mean"] * scale, None if lo is None else lo * scale, None if hi is None else hi * scale)
+
+
+def _interval_families(stem: str, unit: str, text: str,
+                       rows: list[tuple[str, tuple[Optional[float], Optional[float], Optional[float]]]]) -> list[str]:
+    """Mean, lower and upper 95 % bound of one metric as three families (sparkfleet_bench_<stem>[_ci95_*]_<unit>)."""
+    lines: list[str] = []
+    for index, (qualifier, what) in enumerate((("", "mean"), ("_ci95_lower", "lower 95% bound of the mean"),
+                                               ("_ci95_upper", "upper 95% bound of the mean"))):
+        lines += _family(f"sparkfleet_bench_{stem}{qualifier}_{unit}", "gauge", f"{text} ({what}).",
+                         [(labels, values[index]) for labels, values in rows])
+    return lines
+
+
+def prometheus_textfile(report: dict[str, Any]) -> str:
+    """node_exporter textfile-collector text with the headline figures and the verdict of one report.
+
+    Labels name what was measured (model, url, case, concurrency, depth, prefill text and size) and stay the same
+    from run to run, so every run updates the same series; when a run happened is a value
+    (`sparkfleet_bench_last_run_timestamp_seconds`), never a label.
+    """
     base = {"model": report.get("model", ""), "url": report.get("url", "")}
     verdict = report.get("verdict")
     points = (report.get("suites", {}).get("decode") or {}).get("points", [])
@@ -67,22 +103,68 @@ def prometheus_textfile(report: dict[str, Any], source: str = "") -> str:
                      [(_labels(**base), quality.get("passed"))])
     lines += _family("sparkfleet_bench_regressions", "gauge", "Significant regressions against the baseline.",
                      [(_labels(**base), comparison.get("regressions") if comparison else None)])
-    for metric, name, text in (("tps", "sparkfleet_bench_decode_tokens_per_second", "Aggregate decode tok/s (mean)."),
-                               ("decode_window_tps", "sparkfleet_bench_decode_window_tokens_per_second",
-                                "Decode tok/s while all streams decode (mean)."),
-                               ("ttft_s", "sparkfleet_bench_ttft_seconds", "Time to first token (mean)."),
-                               ("step_ms", "sparkfleet_bench_step_milliseconds", "Decode step time (mean).")):
-        lines += _family(name, "gauge", text,
-                         [(_labels(**base, case=p["case"], concurrency=p["concurrency"]),
-                           (p["metrics"].get(metric) or {}).get("mean")) for p in points])
-    lines += _family("sparkfleet_bench_prefill_tokens_per_second", "gauge", "Cold prefill tok/s (mean).",
-                     [(_labels(**base, text=p["text"], size=p["size"]), (p["metrics"].get("prefill_tps") or {}).get("mean"))
-                      for p in prefill])
+    for metric, stem, unit, scale, text in DECODE_FAMILIES:
+        rows = [(_labels(**base, case=p["case"], concurrency=p["concurrency"], depth=p.get("depth", 0)),
+                 _scaled(p["metrics"].get(metric), scale)) for p in points]
+        lines += _interval_families(stem, unit, text, rows)
+    rows = [(_labels(**base, text=p["text"], size=p["size"]), _scaled(p["metrics"].get("prefill_tps"), 1.0))
+            for p in prefill]
+    lines += _interval_families("prefill", "tokens_per_second", "Cold prefill tok/s", rows)
     lines += _family("sparkfleet_bench_client_cpu_seconds", "gauge", "Benchmark client CPU time.",
                      [(_labels(**base), (report.get("client") or {}).get("cpu_s"))])
-    lines += _family("sparkfleet_bench_report_info", "gauge", "Where the last report is.",
-                     [(_labels(**base, report=source), 1)])
     return "\n".join(lines) + "\n"
+
+
+_WINDOW = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
+
+
+def parse_window(text: str) -> Optional[tuple[int, int]]:
+    """"HH:MM-HH:MM" (local time, may wrap past midnight) -> (start, end) minutes of the day; "" -> None (any
+    time). ValueError for anything else, or an empty window (start == end)."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    match = _WINDOW.match(text)
+    if not match:
+        raise ValueError(f"window {text!r} is not HH:MM-HH:MM (24-hour local time, e.g. 01:00-05:00)")
+    h1, m1, h2, m2 = (int(g) for g in match.groups())
+    start, end = h1 * 60 + m1, h2 * 60 + m2
+    if start == end:
+        raise ValueError(f"window {text!r} is empty (start equals end)")
+    return start, end
+
+
+def in_window(window: Optional[tuple[int, int]], now: datetime) -> bool:
+    """Whether `now` (its wall-clock time) lies in [start, end), wrapping past midnight when end < start."""
+    if window is None:
+        return True
+    start, end = window
+    minute = now.hour * 60 + now.minute
+    return start <= minute < end if start < end else minute >= start or minute < end
+
+
+def hold_reason(hold_file: str) -> Optional[str]:
+    """Why a hold is in place (the hold file exists; its holder named when it is JSON with one), or None."""
+    if not hold_file:
+        return None
+    path = Path(hold_file)
+    if not path.exists():
+        return None
+    holder = None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")[:65536] or "{}")
+        holder = data.get("holder") if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        pass
+    return f"hold file {hold_file} is present" + (f" (holder {holder})" if holder else "")
+
+
+def skip_reason(window_text: str, hold_file: str, now: datetime) -> Optional[str]:
+    """Why a scheduled run must not start now, or None: outside the workload window, or a hold in place."""
+    window = parse_window(window_text)
+    if not in_window(window, now):
+        return f"outside the workload window {window_text} (local time now {now.strftime('%H:%M')})"
+    return hold_reason(hold_file)
 
 
 def write_textfile(directory: Path, text: str, name: str = TEXTFILE_NAME) -> Path:

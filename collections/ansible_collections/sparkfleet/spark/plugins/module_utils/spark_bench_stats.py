@@ -122,6 +122,38 @@ def summarize(values: Sequence[float], confidence: float = 0.95) -> dict[str, An
     }
 
 
+PERCENTILES = (50, 90, 95, 99)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100), linear between closest ranks (numpy's default, Hyndman-Fan type 7)."""
+    if not values:
+        raise ValueError("percentile of no values")
+    if not 0.0 <= q <= 100.0:
+        raise ValueError(f"percentile must be within 0..100, got {q}")
+    return _sorted_percentile(sorted(values), q)
+
+
+def percentiles(values: Sequence[float]) -> dict[str, Any]:
+    """p50/p90/p95/p99 of a distribution of observations (requests, chunk gaps), and how many there were.
+
+    These describe the spread of single observations, not the precision of the mean: the interval of the
+    mean stays `ci95`. With fewer than 100 observations p99 is close to the maximum.
+    """
+    vals = [float(v) for v in values]
+    if not vals:
+        return {**{f"p{q}": None for q in PERCENTILES}, "observations": 0}
+    ordered = sorted(vals)
+    return {**{f"p{q}": _sorted_percentile(ordered, q) for q in PERCENTILES}, "observations": len(ordered)}
+
+
+def _sorted_percentile(ordered: Sequence[float], q: float) -> float:
+    rank = (len(ordered) - 1) * q / 100.0
+    low = int(math.floor(rank))
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
 def half_width_pct(values: Sequence[float], confidence: float = 0.95) -> Optional[float]:
     """CI half-width as % of the mean, None when it cannot be computed (n < 2 or mean 0)."""
     return summarize(values, confidence)["ci95_pct"]

@@ -25,19 +25,33 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator, Optional, Sequence
 
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import BenchClient, RequestResult
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_compliance import (
+    ARMS, RECORDS, response_format, score)
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_compliance import prompt as compliance_prompt
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_compliance import (
+    prompts_sha256 as compliance_sha256)
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_metrics import (
     Peaks, deltas, foreign_traffic, is_idle, parse_prometheus, prefix_hit_rate, spec_decode)
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_prompts import (
-    ADMISSION_TAIL, DECODE_CASES, NEEDLE_PHRASE, NEEDLE_QUESTION, PREFILL_TAIL, QUALITY_PROMPT, REASONING_OFF,
+    ADMISSION_TAIL, DECODE_CASES, SAMPLED_CASES, sampled_sha256, NEEDLE_PHRASE, NEEDLE_QUESTION, PREFILL_TAIL, QUALITY_PROMPT, REASONING_OFF,
     check_quality, needle_haystack, nonce_prefix, prompts_sha256, text_of_chars)
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_report import (
     compare, new_report, verdict, write_outputs)
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_stats import converged, summarize
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_stats import (
+    converged, percentiles, summarize)
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_version import sparkfleet_version
 
-SUITE_ORDER = ("quality", "decode", "prefill", "prefix", "admission", "needle")
+SUITE_ORDER = ("quality", "compliance", "decode", "sampled", "prefill", "prefix", "admission", "needle")
 QUICK = ("quality", "decode")
+# The reference's full run; compliance and needle run only when named.
+FULL = ("quality", "decode", "sampled", "prefill", "prefix", "admission")
 # Ctrl-C, and how systemd stops the scheduled run: both end the run as a fail with a written report.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# Identity fields a caller supplies (module args, CLI --identity KEY=VALUE); server_version and
+# sparkfleet_version are the run's own.
+SUPPLIED_IDENTITY = ("image_id", "image_labels", "serve_profile", "serve_profile_sha256", "kernel", "driver")
+# Request fields an --extra-body may not replace: the bench's timing and parsing depend on them.
+BENCH_OWNED_KEYS = ("model", "messages", "prompt", "stream")
 
 
 @dataclass
@@ -49,6 +63,8 @@ class BenchConfig:
     model: str = ""
     suites: list[str] = field(default_factory=lambda: list(QUICK))
     concurrency: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
+    # Tokens of prior context before each decode prompt (llama-benchy's --depth); 0 = none.
+    depths: list[int] = field(default_factory=lambda: [0])
     cases: list[str] = field(default_factory=lambda: ["prose", "code"])
     min_samples: int = 3
     max_samples: int = 4
@@ -72,7 +88,29 @@ class BenchConfig:
     settle: float = 0.5
     poll_interval: float = 1.0
     max_retries: int = 3
+    compliance_concurrency: int = 4
+    compliance_tokens: int = 4096
+    sampled_requests: int = 32
+    sampled_concurrency: list[int] = field(default_factory=lambda: [1, 4])
     api_key: Optional[str] = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    # What is measured, as the caller knows it (image ID and labels, serve profile name and hash, kernel,
+    # driver); the run adds the server's /version and sparkfleet's version. The client reads no inventory.
+    identity: dict[str, Any] = field(default_factory=dict)
+    force_compare: bool = False
+    sparkfleet_version: str = ""
+    # A file whose appearance stops the run at the next point boundary (an operator's or another job's hold).
+    hold_file: str = ""
+
+    def __post_init__(self) -> None:
+        # `full` names the reference's full run; expanded here so the report lists the suites it ran.
+        if "full" in self.suites:
+            expanded: list[str] = []
+            for suite in self.suites:
+                for name in (FULL if suite == "full" else (suite,)):
+                    if name not in expanded:
+                        expanded.append(name)
+            self.suites = expanded
 
 
 def validate(cfg: BenchConfig) -> list[str]:
@@ -86,12 +124,17 @@ def validate(cfg: BenchConfig) -> list[str]:
         problems.append("suites: at least one suite is required")
     unknown = [s for s in cfg.suites if s not in SUITE_ORDER]
     if unknown:
-        problems.append(f"suites: unknown {unknown} (known: {', '.join(SUITE_ORDER)})")
+        problems.append(f"suites: unknown {unknown} (known: {', '.join(SUITE_ORDER)}, or full)")
     bad_cases = [c for c in cfg.cases if c not in DECODE_CASES]
     if bad_cases:
         problems.append(f"cases: unknown {bad_cases} (known: {', '.join(DECODE_CASES)})")
+    if not cfg.sampled_concurrency or any(c < 1 for c in cfg.sampled_concurrency) or cfg.sampled_requests < 1:
+        problems.append(f"sampled: needs positive requests and stream counts, got {cfg.sampled_requests} requests at "
+                        f"{cfg.sampled_concurrency}")
     if not cfg.concurrency or any(c < 1 for c in cfg.concurrency):
         problems.append(f"concurrency: needs positive stream counts, got {cfg.concurrency}")
+    if not cfg.depths or any(d < 0 for d in cfg.depths) or len(set(cfg.depths)) != len(cfg.depths):
+        problems.append(f"depths: needs distinct context sizes >= 0 (tokens), got {cfg.depths}")
     if cfg.min_samples < 2 or cfg.max_samples < cfg.min_samples:
         problems.append(f"min_samples/max_samples: need 2 <= min <= max, got {cfg.min_samples}/{cfg.max_samples}")
     if cfg.precision <= 0 or cfg.tolerance <= 0:
@@ -101,6 +144,22 @@ def validate(cfg: BenchConfig) -> list[str]:
     bad_texts = [t for t in cfg.prefill_texts if t not in ("filler", "source")]
     if bad_texts:
         problems.append(f"prefill_texts: unknown {bad_texts} (known: filler, source)")
+    if not isinstance(cfg.extra_body, dict):
+        problems.append(f"extra_body: must be a JSON object, got {type(cfg.extra_body).__name__}")
+    else:
+        owned = sorted(k for k in cfg.extra_body if k in BENCH_OWNED_KEYS)
+        if owned:
+            problems.append(f"extra_body: {owned} are set by the bench itself (model, prompt and streaming are "
+                            "what it measures)")
+    if not isinstance(cfg.identity, dict):
+        problems.append(f"identity: must be a mapping, got {type(cfg.identity).__name__}")
+    else:
+        unknown_identity = sorted(k for k in cfg.identity if k not in SUPPLIED_IDENTITY)
+        if unknown_identity:
+            problems.append(f"identity: unknown {unknown_identity} (known: {', '.join(SUPPLIED_IDENTITY)})")
+        labels = cfg.identity.get("image_labels")
+        if labels is not None and not isinstance(labels, dict):
+            problems.append("identity: image_labels must be a mapping of label to value")
     if cfg.compare and cfg.compare != "none" and not Path(cfg.compare).is_file():
         problems.append(f"compare: baseline {cfg.compare!r} is not a file")
     return problems
@@ -111,7 +170,11 @@ def plan(cfg: BenchConfig, max_model_len: Optional[int] = None) -> list[str]:
     points: list[str] = []
     for suite in (s for s in SUITE_ORDER if s in cfg.suites):
         if suite == "decode":
-            points += [f"decode/{case}-c{c}" for case in cfg.cases for c in cfg.concurrency]
+            points += [f"decode/{decode_label(case, c, d)}" for case, c, d in decode_points(cfg)]
+        elif suite == "sampled":
+            points += [f"sampled/{case}-c{c}" for case in SAMPLED_CASES for c in cfg.sampled_concurrency]
+        elif suite == "compliance":
+            points += [f"compliance/{arm}" for arm in ARMS]
         elif suite == "prefill":
             points += [f"prefill/{t}-{s}" for t in cfg.prefill_texts for s in prefill_sizes(cfg, max_model_len)]
         else:
@@ -119,9 +182,33 @@ def plan(cfg: BenchConfig, max_model_len: Optional[int] = None) -> list[str]:
     return points
 
 
+DecodePoint = tuple[str, int, int]  # (case, concurrency, depth)
+
+
+def decode_points(cfg: BenchConfig) -> list[DecodePoint]:
+    """Every decode point: case x concurrency x depth of prior context."""
+    return [(case, c, d) for d in cfg.depths for case in cfg.cases for c in cfg.concurrency]
+
+
+def decode_label(case: str, concurrency: int, depth: int) -> str:
+    """case-cN, with @dDEPTH after prior context (the same names as the report's points)."""
+    return f"{case}-c{concurrency}" + (f"@d{depth}" if depth else "")
+
+
 def prefill_sizes(cfg: BenchConfig, max_model_len: Optional[int]) -> list[int]:
     """Sizes that fit: the reference drops sizes >= max_model_len - 64."""
     return [s for s in cfg.prefill_sizes if max_model_len is None or s < max_model_len - 64]
+
+
+def merge_body(body: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """`extra` merged into a request body: nested objects merge key by key, anything else replaces."""
+    merged = dict(body)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_body(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
 
 
 class Abort(Exception):
@@ -181,10 +268,30 @@ def _mean(values: Sequence[Optional[float]]) -> Optional[float]:
     return sum(present) / len(present) if present else None
 
 
+def chunk_gaps(result: RequestResult) -> list[float]:
+    """Gaps between a stream's token-bearing chunks (ITL per chunk: with speculative decoding one chunk can
+    carry several tokens, so this measures jitter and stalls, not the per-token rate)."""
+    times = result.token_times
+    return [b - a for a, b in zip(times, times[1:])]
+
+
+def e2e(result: RequestResult) -> Optional[float]:
+    """Send to the last token-bearing chunk (the usage chunk and [DONE] are not part of the answer)."""
+    return None if result.t_last_token is None else result.t_last_token - result.t_send
+
+
+def distributions(results: Sequence[RequestResult]) -> dict[str, list[float]]:
+    """Per-observation latencies of one sample: TTFT and E2E per request, ITL per chunk gap."""
+    return {"ttft_s": [r.ttft for r in results if r.ttft is not None],
+            "e2e_s": [v for v in (e2e(r) for r in results) if v is not None],
+            "itl_s": [gap for r in results for gap in chunk_gaps(r)]}
+
+
 def sample_metrics(results: Sequence[RequestResult], spec: dict[str, Any]) -> dict[str, Optional[float]]:
     """One decode sample -> its metric values (all requests must be ok)."""
     wall = max(r.t_end for r in results) - min(r.t_send for r in results)
     window = decode_window_tps(results)
+    gaps = [gap for r in results for gap in chunk_gaps(r)]
     step = None
     if spec.get("tokens_per_step") and window:
         step = 1000.0 * spec["tokens_per_step"] * len(results) / window
@@ -196,7 +303,29 @@ def sample_metrics(results: Sequence[RequestResult], spec: dict[str, Any]) -> di
         "ttfat_s": _mean([r.ttfat for r in results]),
         "ttfr_s": _mean([None if r.t_first_chunk is None else r.t_first_chunk - r.t_send for r in results]),
         "step_ms": step,
+        "itl_s": sum(gaps) / len(gaps) if gaps else None,
+        "pp_tps": _mean([r.prompt_tokens / r.ttft if r.ttft and r.prompt_tokens else None for r in results]),
+        "prompt_tokens": _mean([float(r.prompt_tokens) if r.prompt_tokens else None for r in results]),
+        "e2e_s": _mean([e2e(r) for r in results]),
     }
+
+
+def progress_line(point: str, depth: int, values: Sequence[float], metric: str = "tps") -> str:
+    """One line per measured round: point, depth, samples so far, running mean and the interval's width."""
+    summary = summarize(values)
+    if not summary["n"]:
+        return f"{point} depth {depth}: n=0 (no usable sample yet)"
+    lo, hi = summary["ci95"]
+    width = f"±{(hi - lo) / 2:.2f} ({summary['ci95_pct']:.1f}%)" if summary["ci95_pct"] is not None else "± –"
+    return f"{point} depth {depth}: n={summary['n']} {metric} mean {summary['mean']:.2f} {width}"
+
+
+def with_percentiles(metrics: dict[str, dict[str, Any]], dist: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
+    """Add p50/p90/p95/p99 of the observations to the summaries of the sample means they belong to."""
+    for name, observations in dist.items():
+        if name in metrics:
+            metrics[name].update(percentiles(observations))
+    return metrics
 
 
 # ---------------------------------------------------------------- server hygiene
@@ -318,6 +447,7 @@ class Runner:
         self.baseline: Optional[dict[str, Any]] = None
         self.max_model_len: Optional[int] = None
         self.tokens_per_char: dict[str, float] = {}
+        self.contexts: dict[int, str] = {}
         self.has_tokenize: Optional[bool] = None
         self.stop_reason: Optional[str] = None
         self.client: BenchClient
@@ -325,13 +455,16 @@ class Runner:
 
     def _workload(self) -> dict[str, Any]:
         cfg = self.cfg
-        return {"suites": cfg.suites, "concurrency": cfg.concurrency, "cases": cfg.cases,
+        return {"suites": cfg.suites, "concurrency": cfg.concurrency, "cases": cfg.cases, "depths": cfg.depths,
                 "min_samples": cfg.min_samples, "max_samples": cfg.max_samples, "precision_pct": cfg.precision,
                 "tolerance_pct": cfg.tolerance, "seed": cfg.seed, "max_tokens": cfg.max_tokens,
                 "prefill_sizes": cfg.prefill_sizes, "prefill_texts": cfg.prefill_texts,
                 "prefill_repeats": cfg.prefill_repeats, "prefix_tokens": cfg.prefix_tokens,
                 "admission_tokens": cfg.admission_tokens, "needle_tokens": cfg.needle_tokens,
-                "reasoning_off_knob": {"chat_template_kwargs": REASONING_OFF}, "prompts_sha256": prompts_sha256()}
+                "reasoning_off_knob": {"chat_template_kwargs": REASONING_OFF}, "prompts_sha256": prompts_sha256(),
+                "extra_body": cfg.extra_body, "compliance_prompts_sha256": compliance_sha256(),
+                "sampled_prompts_sha256": sampled_sha256(),
+                "sampled_requests": cfg.sampled_requests, "sampled_concurrency": cfg.sampled_concurrency}
 
     # -- bookkeeping
     def save(self) -> None:
@@ -348,6 +481,12 @@ class Runner:
                 self.report["errors"].append(f"request failed ({r.error_class}): {r.error}")
         self.report["failed_requests"] += len(failed)
         return len(failed)
+
+    def boundary(self) -> None:
+        """A point boundary: stop here (verdict fail, reason "hold: ...") when the hold file has appeared."""
+        hold = self.cfg.hold_file
+        if hold and Path(hold).exists():
+            raise Abort(f"hold: {hold} appeared; stopped at a point boundary")
 
     def abort(self, reason: str) -> None:
         self.report["aborted"] = reason
@@ -378,13 +517,15 @@ class Runner:
     async def _run_suites(self, lag: LoopLag) -> None:
         cfg = self.cfg
         self.baseline = self._load_baseline()
-        max_conn = max(cfg.concurrency + [cfg.admission_requests]) + 4
+        streams = cfg.concurrency + cfg.sampled_concurrency + [cfg.admission_requests, cfg.compliance_concurrency]
+        max_conn = max(streams) + 4
         async with BenchClient(cfg.url, cfg.timeout, cfg.api_key, max_conn) as client:
             self.client, self.hygiene = client, Hygiene(client, cfg)
             lag.start()
             await self._identify()
             self.save()
             for suite in (s for s in SUITE_ORDER if s in cfg.suites):
+                self.boundary()
                 self.log(f"suite {suite}")
                 await getattr(self, f"suite_{suite}")()
                 self.report["completed_suites"].append(suite)
@@ -428,7 +569,8 @@ class Runner:
 
     def _finish(self) -> None:
         if self.baseline is not None:
-            self.report["comparison"] = compare(self.report, self.baseline, self.cfg.tolerance, self.cfg.compare)
+            self.report["comparison"] = compare(self.report, self.baseline, self.cfg.tolerance, self.cfg.compare,
+                                                force=self.cfg.force_compare)
         self.save()
         try:
             from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_plots import write_plots
@@ -460,13 +602,25 @@ class Runner:
         self.report["server_metrics"] = metrics
         self.report["identity"] = {"served_models": ids, "max_model_len": self.max_model_len,
                                    "owned_by": card.get("owned_by"), "root": card.get("root"),
-                                   "metrics_endpoint": metrics, "planned_points": plan(self.cfg, self.max_model_len)}
+                                   "metrics_endpoint": metrics, "planned_points": plan(self.cfg, self.max_model_len),
+                                   **self.cfg.identity, "server_version": await self._server_version(),
+                                   "sparkfleet_version": self.cfg.sparkfleet_version or sparkfleet_version()}
         if not metrics:
             self.log("server has no /metrics: hygiene checks skipped")
 
+    async def _server_version(self) -> Optional[str]:
+        """The server's GET /version (vLLM answers {"version": ...}), or None when it does not answer one."""
+        try:
+            status, text = await self.client.get_text("/version")
+            data = json.loads(text) if status == 200 else None
+        except Exception:  # noqa: BLE001 - a server without /version is recorded as such, not an error
+            return None
+        version = data.get("version") if isinstance(data, dict) else None
+        return str(version) if version not in (None, "") else None
+
     # -- request bodies
     def chat_body(self, prompt: str, max_tokens: int, reasoning: bool, forced: bool,
-                  salt: Optional[str] = None) -> dict[str, Any]:
+                  salt: Optional[str] = None, overrides: Optional[dict[str, Any]] = None) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.cfg.model, "messages": [{"role": "user", "content": prompt}],
                                 "stream": True, "stream_options": {"include_usage": True}, "temperature": 0,
                                 "seed": 42, "max_tokens": max_tokens}
@@ -476,11 +630,13 @@ class Runner:
             body.update(min_tokens=max_tokens, ignore_eos=True)
         if salt:
             body["cache_salt"] = salt
-        return body
+        body.update(overrides or {})
+        return merge_body(body, self.cfg.extra_body)
 
     def completion_body(self, prompt: str, salt: str, max_tokens: int = 1) -> dict[str, Any]:
-        return {"model": self.cfg.model, "prompt": prompt, "stream": True, "stream_options": {"include_usage": True},
+        body = {"model": self.cfg.model, "prompt": prompt, "stream": True, "stream_options": {"include_usage": True},
                 "temperature": 0, "max_tokens": max_tokens, "cache_salt": salt}
+        return merge_body(body, self.cfg.extra_body)
 
     def salt(self) -> str:
         return f"{self.rng.getrandbits(64):016x}"
@@ -489,6 +645,7 @@ class Runner:
     async def suite_quality(self) -> None:
         runs = []
         for _ in range(self.cfg.quality_runs):
+            self.boundary()
             res = await self.client.stream("/v1/chat/completions",
                                            self.chat_body(QUALITY_PROMPT, 256, reasoning=False, forced=False),
                                            keep_content=True)
@@ -501,17 +658,101 @@ class Runner:
             self.save()
             raise Abort(f"quality gate {passed}/{len(runs)}: performance numbers would be meaningless")
 
+    # -- compliance (opt-in): structured output, prompt-only then constrained
+    async def suite_compliance(self) -> None:
+        cfg = self.cfg
+        arms: dict[str, Any] = {}
+        failed = 0
+        for arm in ARMS:
+            self.boundary()
+            self.log(f"compliance {arm}")
+            gate = asyncio.Semaphore(cfg.compliance_concurrency)
+
+            async def ask(record: str, arm: str = arm, gate: asyncio.Semaphore = gate) -> RequestResult:
+                extra = {"response_format": response_format(record)} if arm == "constrained" else None
+                body = self.chat_body(compliance_prompt(record), cfg.compliance_tokens, reasoning=False,
+                                      forced=False, overrides=extra)
+                async with gate:
+                    return await self.client.stream("/v1/chat/completions", body, keep_content=True)
+
+            records = list(RECORDS)
+            results = list(await asyncio.gather(*(ask(r) for r in records)))
+            failed += self.count_failures(results)
+            answers = []
+            for record, res in zip(records, results):
+                verdict = score(record, res.content, res.finish_reason) if res.ok else f"request failed: {res.error}"
+                self._write_output(f"compliance-{arm}", f"{record}.json", res.content)
+                answers.append({"record": record, "verdict": verdict, "finish_reason": res.finish_reason,
+                                "completion_tokens": res.completion_tokens})
+            arms[arm] = {"passed": sum(a["verdict"] == "pass" for a in answers), "total": len(answers),
+                         "answers": answers}
+        passed, total = sum(a["passed"] for a in arms.values()), sum(a["total"] for a in arms.values())
+        self.report["suites"]["compliance"] = {"arms": arms, "passed": passed, "total": total,
+                                               "failed_requests": failed, "ok": passed == total}
+
+    def _write_output(self, folder: str, name: str, content: str) -> None:
+        """An answer kept beside the report (outputs/<folder>/<name>) for a reader to inspect."""
+        path = self.out_dir / "outputs" / folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content, encoding="utf-8")
+
+    # -- sampled: realistic sampling (T=1, top_p 0.95), acceptance under it
+    async def suite_sampled(self) -> None:
+        points = []
+        for case, prompt in SAMPLED_CASES.items():
+            for conc in self.cfg.sampled_concurrency:
+                self.boundary()
+                self.log(f"sampled {case}-c{conc}")
+                points.append(await self._sampled_point(case, prompt, conc))
+        self.report["suites"]["sampled"] = {"points": points,
+                                            "failed_requests": sum(p["failed_requests"] for p in points)}
+
+    async def _sampled_point(self, case: str, prompt: str, conc: int) -> dict[str, Any]:
+        cfg = self.cfg
+        bodies = [self.chat_body(prompt, cfg.max_tokens, reasoning=False, forced=False,
+                                 overrides={"temperature": 1.0, "top_p": 0.95, "seed": 1000 + i})
+                  for i in range(cfg.sampled_requests)]
+
+        async def work() -> list[RequestResult]:
+            gate = asyncio.Semaphore(conc)
+
+            async def one(body: dict[str, Any]) -> RequestResult:
+                async with gate:
+                    return await self.client.stream("/v1/chat/completions", body)
+
+            return list(await asyncio.gather(*(one(b) for b in bodies)))
+
+        for attempt in range(cfg.max_retries + 1):
+            results, info = await self.hygiene.measure(work, len(bodies), conc)
+            if not info["foreign"]:
+                break
+            self.report["discarded_samples"].append({"point": f"sampled/{case}-c{conc}", "reason": info["foreign"]})
+            if attempt == cfg.max_retries:
+                raise Abort(f"sampled {case}-c{conc}: foreign traffic in {attempt + 1} samples in a row")
+        failed = self.count_failures(results)
+        ok = [r for r in results if r.ok]
+        wall = (max(r.t_end for r in ok) - min(r.t_send for r in ok)) if ok else 0.0
+        spec = spec_decode(info["delta"])
+        return {"case": case, "concurrency": conc, "requests": len(results), "failed_requests": failed,
+                "output_tokens": sum(r.completion_tokens for r in ok),
+                "tps": sum(r.completion_tokens for r in ok) / wall if wall > 0 else None,
+                "per_stream_tps": _mean([r.decode_tps for r in ok]), "ttft_s": _mean([r.ttft for r in ok]),
+                "drafts": spec.get("drafts"), "accepted_per_draft": spec.get("accepted_per_draft"),
+                "acceptance_rate": spec.get("accepted_per_verified"), "spec_decode": spec or None}
+
     # -- decode matrix
     async def suite_decode(self) -> None:
         cfg = self.cfg
-        points = [(case, c) for case in cfg.cases for c in cfg.concurrency]
+        points = decode_points(cfg)
         state = {p: {"values": {}, "attempts": 0, "failed": 0, "discarded": 0, "spec": [], "full_length": 0,
-                     "requests": 0, "reasoning_tokens": 0, "completion_tokens": 0} for p in points}
+                     "requests": 0, "reasoning_tokens": 0, "completion_tokens": 0, "cached_tokens": 0,
+                     "dist": {"ttft_s": [], "e2e_s": [], "itl_s": []}} for p in points}
         self.report["suites"]["decode"] = {"points": [], "failed_requests": 0}
         warm = list(points)
         self.rng.shuffle(warm)
         for point in warm:
-            self.log(f"decode warm-up {point[0]}-c{point[1]}")
+            self.boundary()
+            self.log(f"decode warm-up {decode_label(*point)}")
             await self._decode_sample(point, state[point], keep=False)
         while True:
             pending = [p for p in points if not self._point_done(state[p])]
@@ -519,7 +760,10 @@ class Runner:
                 break
             self.rng.shuffle(pending)
             for point in pending:
+                self.boundary()
                 await self._decode_sample(point, state[point], keep=True)
+                self.log(progress_line(f"decode {point[0]}-c{point[1]}", point[2],
+                                       state[point]["values"].get("tps", [])))
             self._decode_summary(points, state)
             self.save()
         self._decode_summary(points, state)
@@ -530,23 +774,24 @@ class Runner:
             return True
         return converged(st["values"].get("tps", []), cfg.min_samples, cfg.max_samples, cfg.precision)
 
-    async def _decode_sample(self, point: tuple[str, int], st: dict[str, Any], keep: bool) -> None:
-        case, conc = point
+    async def _decode_sample(self, point: DecodePoint, st: dict[str, Any], keep: bool) -> None:
+        case, conc, depth = point
         prompt, reasoning = DECODE_CASES[case]
-        body = self.chat_body(prompt, self.cfg.max_tokens, reasoning, forced=True)
+        bodies = [await self._decode_body(prompt, reasoning, depth) for _ in range(conc)]
+        label = decode_label(case, conc, depth)
 
         async def work() -> list[RequestResult]:
             return list(await asyncio.gather(*(self.client.stream("/v1/chat/completions", body)
-                                               for _ in range(conc))))
+                                               for body in bodies)))
 
         for attempt in range(self.cfg.max_retries + 1):
             results, info = await self.hygiene.measure(work, conc, conc)
             if not info["foreign"]:
                 break
             st["discarded"] += 1
-            self.report["discarded_samples"].append({"point": f"{case}-c{conc}", "reason": info["foreign"]})
+            self.report["discarded_samples"].append({"point": label, "reason": info["foreign"]})
             if attempt == self.cfg.max_retries:
-                raise Abort(f"decode {case}-c{conc}: foreign traffic in {attempt + 1} samples in a row")
+                raise Abort(f"decode {label}: foreign traffic in {attempt + 1} samples in a row")
         # A failed request fails the run even in a warm-up sample; only the numbers of a warm-up are dropped.
         failed = self.count_failures(results)
         st["failed"] += failed
@@ -562,26 +807,43 @@ class Runner:
         st["full_length"] += sum(r.completion_tokens == self.cfg.max_tokens for r in results)
         st["reasoning_tokens"] += sum(r.reasoning_tokens for r in results)
         st["completion_tokens"] += sum(r.completion_tokens for r in results)
+        st["cached_tokens"] += sum(r.cached_tokens for r in results)
         for name, value in sample_metrics(results, spec).items():
             if value is not None:
                 st["values"].setdefault(name, []).append(value)
+        for name, values in distributions(results).items():
+            st["dist"][name].extend(values)
 
-    def _decode_summary(self, points: Sequence[tuple[str, int]], state: dict[Any, dict[str, Any]]) -> None:
+    def _decode_summary(self, points: Sequence[DecodePoint], state: dict[Any, dict[str, Any]]) -> None:
         out = []
-        for case, conc in points:
-            st = state[(case, conc)]
+        for case, conc, depth in points:
+            st = state[(case, conc, depth)]
             specs = st["spec"]
             out.append({
-                "case": case, "concurrency": conc, "n": len(st["values"].get("tps", [])),
+                "case": case, "concurrency": conc, "depth": depth, "max_tokens": self.cfg.max_tokens,
+                "n": len(st["values"].get("tps", [])),
+                "cached_prompt_tokens": st["cached_tokens"],
                 "failed_requests": st["failed"], "discarded": st["discarded"], "requests": st["requests"],
                 "full_length_outputs": st["full_length"],
                 "reasoning_share": st["reasoning_tokens"] / st["completion_tokens"] if st["completion_tokens"] else None,
-                "metrics": {name: summarize(vals) for name, vals in st["values"].items()},
+                "metrics": with_percentiles({name: summarize(vals) for name, vals in st["values"].items()},
+                                            st["dist"]),
                 "spec_decode": {k: _mean([s.get(k) for s in specs]) for k in specs[0]} if specs else None,
             })
         suite = self.report["suites"]["decode"]
         suite["points"] = out
         suite["failed_requests"] = sum(p["failed_requests"] for p in out)
+
+    async def _decode_body(self, prompt: str, reasoning: bool, depth: int) -> dict[str, Any]:
+        """A decode request; with depth > 0 a system message of ~depth tokens of prior context comes first (as in
+        llama-benchy), opened by a nonce of its own so no stream or sample reuses another's cached prefix."""
+        body = self.chat_body(prompt, self.cfg.max_tokens, reasoning, forced=True)
+        if depth:
+            if depth not in self.contexts:
+                self.contexts[depth] = await self.text_for_tokens("filler", depth, depth)
+            context = nonce_prefix(self.rng) + self.contexts[depth]
+            body["messages"] = [{"role": "system", "content": context}, *body["messages"]]
+        return body
 
     # -- prompt sizing
     async def tokenize(self, text: str) -> Optional[int]:
@@ -629,11 +891,14 @@ class Runner:
         self.rng.shuffle(order)
         self.report["suites"]["prefill"] = {"points": [], "failed_requests": 0}
         for text, size in order:
+            self.boundary()
             self.log(f"prefill {text}-{size}")
             await self._prefill_sample(text, size, samples[(text, size)])
         points = [{"text": t, "size": s, "n": len(samples[(t, s)]["ttft_s"]), "failed_requests": samples[(t, s)]["failed"],
                    "discarded": samples[(t, s)]["discarded"],
-                   "metrics": {m: summarize(samples[(t, s)][m]) for m in ("ttft_s", "prefill_tps", "prompt_tokens")}}
+                   "metrics": with_percentiles(
+                       {m: summarize(samples[(t, s)][m]) for m in ("ttft_s", "prefill_tps", "prompt_tokens")},
+                       {"ttft_s": samples[(t, s)]["ttft_s"]})}
                   for t, s in keys]
         self.report["suites"]["prefill"] = {"points": points,
                                             "failed_requests": sum(p["failed_requests"] for p in points)}
@@ -669,6 +934,7 @@ class Runner:
         tokens = min(cfg.prefix_tokens, (self.max_model_len or cfg.prefix_tokens + 128) - 128)
         cold, warm, hits, runs = [], [], [], []
         for i in range(cfg.prefix_runs):
+            self.boundary()
             prompt = nonce_prefix(self.rng) + await self.text_for_tokens("filler", int(0.97 * tokens), i) + PREFILL_TAIL
             salt = self.salt()
             run: dict[str, Any] = {"requests": []}
@@ -723,6 +989,7 @@ class Runner:
         target = min(cfg.needle_tokens, (self.max_model_len or cfg.needle_tokens + 64) - 64)
         runs = []
         for depth in cfg.needle_depths:
+            self.boundary()
             prompt, sized = await self._needle_prompt(target, depth)
             res = await self.client.stream("/v1/chat/completions",
                                            self.chat_body(prompt, 32, reasoning=False, forced=False, salt=self.salt()),

@@ -33,7 +33,10 @@ options:
     type: path
     required: true
   suites:
-    description: Suites to run, in the fixed order quality, decode, prefill, prefix, admission, needle (at least one).
+    description:
+      - Suites to run (at least one), in the fixed order quality, compliance, decode, sampled, prefill, prefix,
+        admission, needle. C(full) names the reference's full run (quality, decode, sampled, prefill, prefix,
+        admission); compliance and needle run only when named.
     type: list
     elements: str
     default: [quality, decode]
@@ -42,6 +45,16 @@ options:
     type: list
     elements: int
     default: [1, 2, 4, 8]
+  depths:
+    description:
+      - Tokens of prior context before every decode point (like llama-benchy's C(--depth)); every decode
+        point runs at each depth. 0 is no context; with depth D each stream's request opens with a system
+        message of about D tokens of filler that starts with a nonce of its own, so nothing is prefix-cached.
+      - Each point carries C(depth); summary.md adds prefill and decode tok/s per depth and concurrency in
+        llama-benchy's layout.
+    type: list
+    elements: int
+    default: [0]
   cases:
     description: Decode cases (prose, code, json and their C(-nothink) variants).
     type: list
@@ -65,6 +78,26 @@ options:
     default: 3.0
   compare:
     description: Path of a baseline C(bench.json) to compare with; empty or C(none) skips the comparison.
+    type: str
+    default: ""
+  force_compare:
+    description:
+      - Compare even with a baseline of another identity (image ID, serve profile name or hash, kernel, driver,
+        server version) or another point set; the differences become warnings. Without it such a baseline is
+        refused and the verdict is C(fail).
+    type: bool
+    default: false
+  identity:
+    description:
+      - What is measured, recorded in C(bench.json) C(identity) and gated by O(compare). Keys C(image_id),
+        C(image_labels) (a mapping), C(serve_profile), C(serve_profile_sha256), C(kernel), C(driver); unknown
+        keys are refused. The run adds C(server_version) (the server's C(/version)) and C(sparkfleet_version).
+    type: dict
+    default: {}
+  sparkfleet_version:
+    description:
+      - sparkfleet's version for the report; empty reads it from the collection's metadata, which a module's
+        payload does not carry, so the playbook passes C(lookup('sparkfleet.spark.spark_version')).
     type: str
     default: ""
   seed:
@@ -113,18 +146,20 @@ options:
     description: Seconds between C(/metrics) polls during a sample.
     type: float
     default: 1.0
-  api_key:
-    description:
-      - Bearer token for the server, if it needs one. Give it from a vaulted variable (module arguments travel
-        to the module on stdin or in a file, never in argv); never as C(-e) on the command line.
-    type: str
-    default: ""
   api_key_file:
     description:
-      - File holding the bearer token (surrounding whitespace ignored), read by the module itself. It must not
-        be readable by group or others (mode 0600 or stricter). Mutually exclusive with O(api_key).
+      - File on the machine the module runs on holding the bearer token for the server, if it needs one.
+      - Empty reads the token from the environment variable C(OPENAI_API_KEY) when that is set. There is no
+        option taking the key itself, so it never appears in task arguments or logs.
     type: path
     default: ""
+  extra_body:
+    description:
+      - "JSON object merged into every request body (nested objects key by key), for server-specific fields
+        such as C({\"top_k\": 1}) or C({\"chat_template_kwargs\": {\"enable_thinking\": false}})."
+      - C(model), C(messages), C(prompt) and C(stream) are the bench's own and are refused.
+    type: dict
+    default: {}
 attributes:
   check_mode:
     support: full
@@ -176,11 +211,11 @@ files:
 """
 
 import os  # noqa: E402
-import stat  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any, Optional  # noqa: E402
+from typing import Any  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import read_api_key  # noqa: E402
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import (  # noqa: E402
     BenchConfig, plan, run_bench, validate)
 
@@ -191,12 +226,16 @@ ARGS: dict[str, Any] = {
     "suites": {"type": "list", "elements": "str", "default": ["quality", "decode"]},
     "concurrency": {"type": "list", "elements": "int", "default": [1, 2, 4, 8]},
     "cases": {"type": "list", "elements": "str", "default": ["prose", "code"]},
+    "depths": {"type": "list", "elements": "int", "default": [0]},
     "min_samples": {"type": "int", "default": 3},
     "max_samples": {"type": "int", "default": 4},
     "precision": {"type": "float", "default": 2.0},
     "tolerance": {"type": "float", "default": 3.0},
     "compare": {"type": "str", "default": ""},
     "seed": {"type": "int", "default": 0},
+    "force_compare": {"type": "bool", "default": False},
+    "identity": {"type": "dict", "default": {}},
+    "sparkfleet_version": {"type": "str", "default": ""},
     "timeout": {"type": "float", "default": 1800},
     "max_tokens": {"type": "int", "default": 256},
     "prefill_sizes": {"type": "list", "elements": "int", "default": [2048, 32768, 65536, 131072]},
@@ -207,35 +246,16 @@ ARGS: dict[str, Any] = {
     "needle_tokens": {"type": "int", "default": 520000},
     "idle_timeout": {"type": "float", "default": 300},
     "poll_interval": {"type": "float", "default": 1.0},
-    "api_key": {"type": "str", "default": "", "no_log": True},
     "api_key_file": {"type": "path", "default": ""},
+    "extra_body": {"type": "dict", "default": {}},
 }
-
-
-def resolve_api_key(api_key: str, api_key_file: str) -> Optional[str]:
-    """The bearer token from O(api_key) or O(api_key_file), or None; ValueError names what is wrong (never
-    the key)."""
-    if api_key and api_key_file:
-        raise ValueError("give either api_key or api_key_file, not both")
-    if not api_key_file:
-        return api_key or None
-    try:
-        mode = stat.S_IMODE(os.stat(api_key_file).st_mode)
-        text = Path(api_key_file).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ValueError(f"cannot read api_key_file {api_key_file}: {exc.strerror}") from None
-    if mode & 0o077:
-        raise ValueError(f"api_key_file {api_key_file} has mode {oct(mode)}: others can read it; chmod 0600")
-    if not text.strip():
-        raise ValueError(f"api_key_file {api_key_file} is empty")
-    return text.strip()
 
 
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGS, supports_check_mode=True)
     params = {k: v for k, v in module.params.items()}
     try:
-        params["api_key"] = resolve_api_key(params["api_key"], params.pop("api_key_file"))
+        params["api_key"] = read_api_key(params.pop("api_key_file"), os.environ)
     except ValueError as exc:
         module.fail_json(msg=f"spark_bench: {exc}")
     cfg = BenchConfig(**params)
