@@ -284,8 +284,10 @@ def lab_lock() -> Iterator[None]:
 
 def render_inputs_hash(inventory: Path) -> str:
     """Hash of everything the rendered plan depends on: the inventory and the planning code."""
-    paths = [inventory, COLLECTION / "plugins" / "filter", COLLECTION / "templates", ROOT / "playbooks" / "render.yml",
-             ROOT / "playbooks" / "validate.yml"]
+    # The filters read their defaults from two data modules (the pins and the serving profiles).
+    paths = [inventory, COLLECTION / "plugins" / "filter", COLLECTION / "plugins" / "module_utils" / "spark_pins.py",
+             COLLECTION / "plugins" / "module_utils" / "spark_serve_profiles.py", COLLECTION / "templates",
+             ROOT / "playbooks" / "render.yml", ROOT / "playbooks" / "validate.yml"]
     digest = hashlib.sha256()
     for base in paths:
         files = sorted(p for p in base.rglob("*") if p.is_file()) if base.is_dir() else [base]

@@ -13,8 +13,11 @@ from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_doct
 HOSTS = ("dgx1", "dgx2", "dgx3")
 IMAGE_ID = "sha256:" + "a" * 64
 SPEC = {"name": "dsv41-karmic-kraken", "image": "sparkfleet/vllm-ds41f:r6d-0123456789ab",
-        "command": ["/models", "--tensor-parallel-size", "3", "--node-rank", "0"],
-        "env": {"NCCL_IB_GID_INDEX": "3", "VLLM_HOST_IP": "10.0.1.71"}}
+        "command": ["/models", "--tensor-parallel-size", "3", "--attention-backend", "TILELANG", "--linear-backend",
+                    "tilelang", "--moe-backend", "tilelang", "--speculative-config",
+                    '{"method":"dspark","attention_backend":"TILELANG"}', "--node-rank", "0"],
+        "env": {"NCCL_IB_GID_INDEX": "3", "VLLM_HOST_IP": "10.0.1.71", "VLLM_DS41_KERNEL_BACKEND": "tilelang",
+                "TILELANG_CACHE_DIR": "/cache/kkref/jit/tilelang"}}
 RDMA = ["rocep1s0f0", "roceP2p1s0f0", "rocep1s0f1", "roceP2p1s0f1"]
 
 
@@ -68,7 +71,8 @@ def lab(rank: int, serving: bool = True) -> Dict[str, Any]:
 
 def context(**overrides: Any) -> Dict[str, Any]:
     ctx = {"topology": "triangle", "hosts": list(HOSTS), "validate_errors": [], "unreachable": {},
-           "serve_error": None, "serve_refusals": [], "profile": "tp3-64k-r6", "image": SPEC["image"],
+           "serve_error": None, "serve_refusals": [], "profile": "tp3-r6-64k", "image": SPEC["image"],
+           "kernel_backend": "tilelang",
            "container": SPEC["name"], "model_name": "deepseek-v4.1-flash",
            "requires": {"kernel_flavour": "64k", "page_size": 65536, "memory_saver": True},
            "kernel_flavour": "64k", "kernel_releases": ["7.0.0-1019-nvidia", "7.0.0-1019-nvidia-64k"],
@@ -478,3 +482,34 @@ def test_sm_clock_parsing() -> None:
     assert doc.parse_sm_clock(0, "2171\n") == (2171, None)
     clock, reason = doc.parse_sm_clock(9, "NVIDIA-SMI has failed\n")
     assert clock is None and "rc 9" in reason
+
+
+# --- kernel backend of the running container ---------------------------------------------------------
+
+def _swap_arg(obs: Dict[str, Any], flag: str, value: str) -> None:
+    cmd = obs["probe"]["container"]["cmd"]
+    cmd[cmd.index(flag) + 1] = value
+
+
+@pytest.mark.parametrize("change,ctx,status,message", [
+    (lambda o: None, {}, doc.OK, "container runs kernel backend tilelang in every coupled setting"),
+    (lambda o: _swap_arg(o, "--moe-backend", "b12x"), {}, doc.FAIL,
+     "--moe-backend must be tilelang for kernel_backend tilelang, found ['b12x']"),
+    (lambda o: o["probe"]["container"]["env"].update(VLLM_DS41_KERNEL_BACKEND="b12x"), {}, doc.FAIL,
+     "VLLM_DS41_KERNEL_BACKEND must be tilelang for kernel_backend tilelang, found 'b12x'"),
+    (lambda o: o["probe"]["container"]["env"].pop("TILELANG_CACHE_DIR"), {}, doc.FAIL,
+     "TILELANG_CACHE_DIR must be an absolute directory under /cache/"),
+    (lambda o: None, {"kernel_backend": "b12x"}, doc.FAIL, "--attention-backend must be B12X for kernel_backend b12x"),
+    (lambda o: None, {"kernel_backend": None}, doc.SKIPPED, "no kernel backend planned"),
+])
+def test_kernel_backend_of_the_running_container(change: Callable[[Dict[str, Any]], Any], ctx: Dict[str, Any],
+                                                 status: str, message: str) -> None:
+    nodes = cluster()
+    change(nodes["dgx2"])
+    check = run(nodes, context(**ctx), "dgx2", "serve.kernel_backend")
+    assert check.status == status and message in check.message, check
+
+
+def test_kernel_backend_is_not_judged_without_a_running_container() -> None:
+    check = run(cluster(serving=False), context(), "dgx1", "serve.kernel_backend")
+    assert check.status == doc.SKIPPED

@@ -144,8 +144,8 @@ def test_written_inventory_parses_with_the_shipped_group_vars(tmp_path: Path) ->
     lp = lab.lab_plan("tp4", plan("tp4"))
     dest = lab.write_inventory(ROOT / "inventories" / "tp4-ring", tmp_path / "inventory", lp)
     assert sorted(p.name for p in dest.iterdir()) == ["group_vars", "host_vars", "hosts.yml"]
-    assert (dest / "group_vars" / "spark" / "fabric.yml").read_text() == \
-        (ROOT / "inventories" / "tp4-ring" / "group_vars" / "spark" / "fabric.yml").read_text()
+    assert (dest / "group_vars" / "spark" / "site.yml").read_text() == \
+        (ROOT / "inventories" / "tp4-ring" / "group_vars" / "spark" / "site.yml").read_text()
     hosts = yaml.safe_load((dest / "hosts.yml").read_text())
     assert sorted(hosts["spark"]["hosts"]) == ["dgx1", "dgx2", "dgx3", "dgx4"]
     listing = subprocess.run([str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(dest), "--list"],

@@ -234,3 +234,38 @@ def test_pair_renders_no_serve_json_and_says_why(tmp_path: Path) -> None:
     said = " ".join(result.stdout.split())  # the YAML result format folds long messages
     assert "No serve.json rendered; serve would refuse:" in said
     assert "topology pair has no serving profile: DeepSeek V4.1 Flash does not fit in two DGX Sparks" in said
+
+
+# --- serving profiles by name ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("topology,count,group,expected", [
+    ("triangle", 3, {"spark_serve_profile": "tp3-r6-4k"},
+     {"--max-model-len": "262144", "--kv-cache-memory-bytes": "2362232012", "--attention-backend": "TILELANG",
+      "image": "vllm-ds41f-kkref:04c30fa98e79-r6", "VLLM_DS41_KERNEL_BACKEND": "tilelang"}),
+    ("ring", 4, {"spark_serve_profile": "tp4-r6", "spark_serve_overrides": {"kernel_backend": "b12x"}},
+     {"--max-model-len": "1048576", "--long-prefill-token-threshold": "8192", "--attention-backend": "B12X",
+      "--moe-backend": "b12x", "image": "vllm-ds41f-kkref:04c30fa98e79-r6", "VLLM_DS41_KERNEL_BACKEND": "b12x"}),
+], ids=["tp3-r6-4k", "tp4-r6-b12x"])
+def test_a_named_profile_renders(tmp_path: Path, topology: str, count: int, group: dict[str, Any],
+                                 expected: dict[str, str]) -> None:
+    hosts = {f"n{r}": {"ansible_host": f"10.1.0.{r + 1}", "spark_rank": r} for r in range(count)}
+    inventory = write_inventory(tmp_path / "inv", hosts, {"spark_topology": topology, **group})
+    render(inventory, tmp_path / "out")
+    for host in hosts:
+        spec = json.loads((tmp_path / "out" / host / "serve.json").read_text())
+        command = spec["command"]
+        for key, value in expected.items():
+            found = spec["image"] if key == "image" else spec["env"].get(key) if key.isupper() else \
+                command[command.index(key) + 1]
+            assert found == value, (host, key)
+
+
+def test_a_64k_profile_on_a_4k_host_plan_renders_no_serve_json(tmp_path: Path) -> None:
+    group = {"spark_topology": "triangle", "spark_kernel_candidate_release": "7.0.0-1019-nvidia"}
+    inventory = write_inventory(tmp_path / "inv", triangle_hosts(), group)
+    result = play(inventory, "render.yml", "-e", f"spark_render_dir={tmp_path / 'out'}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not list((tmp_path / "out").rglob("serve.json"))
+    said = " ".join(result.stdout.split())
+    assert ("host n0: profile tp3-r6-64k requires the 64k kernel, the planned kernel (spark_kernel_candidate_release "
+            "7.0.0-1019-nvidia) is the 4k flavour") in said

@@ -8,8 +8,6 @@ from typing import Any, Callable
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
 
 from testlib import ROOT, load_source
 
@@ -65,21 +63,19 @@ def reference_tp4() -> list[str]:
     return args
 
 
-def _trust(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _trust(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_trust(v) for v in value]
-    return trust_as_template(value) if isinstance(value, str) else value
+SHAPES = {"tp3-triangle": ("triangle", 3), "tp4-ring": ("ring", 4), "tp2-pair": ("pair", 2)}
+
+
+def site_vars(inventory: str) -> dict[str, Any]:
+    """The shipped inventory's group variables (its site facts only)."""
+    return yaml.safe_load((ROOT / "inventories" / inventory / "group_vars" / "spark" / "site.yml").read_text())
 
 
 def inventory_profile(inventory: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The shipped serve.yml of an inventory, templated the way Ansible resolves its group_vars."""
-    path = ROOT / "inventories" / inventory / "group_vars" / "spark" / "serve.yml"
-    data = _trust(yaml.safe_load(path.read_text()) | (extra or {}))
-    templar = Templar(loader=DataLoader(), variables=data)
-    resolved = {k: templar.template(v) for k, v in data.items()}
-    return serve.spark_serve_profiles(resolved_hostvars(resolved, ["dgx1"]), ["dgx1"])["dgx1"]
+    """The serving profile one host of a shipped inventory resolves to (named by its topology)."""
+    count = SHAPES[inventory][1]
+    hosts = [f"dgx{i + 1}" for i in range(count)]
+    return serve.spark_serve_profiles(resolved_hostvars(site_vars(inventory) | (extra or {}), hosts), hosts)["dgx1"]
 
 
 def resolved_hostvars(values: dict[str, Any], hosts: list[str]) -> dict[str, dict[str, Any]]:
@@ -192,9 +188,7 @@ def test_shipped_profiles_have_no_refusals(tp3: dict[str, Any], tp4: dict[str, A
 
 
 def test_the_pair_refuses_to_serve() -> None:
-    path = ROOT / "inventories" / "tp2-pair" / "group_vars" / "spark" / "serve.yml"
-    values = yaml.safe_load(path.read_text())
-    profiles = serve.spark_serve_profiles(resolved_hostvars(values, ["dgx1", "dgx2"]), ["dgx1", "dgx2"])
+    profiles = serve.spark_serve_profiles(resolved_hostvars(site_vars("tp2-pair"), ["dgx1", "dgx2"]), ["dgx1", "dgx2"])
     refusals = serve.spark_serve_refusals(profiles, plan("pair", 2))
     assert len(refusals) == 1
     assert refusals[0].startswith("topology pair has no serving profile: DeepSeek V4.1 Flash does not fit in two")
@@ -208,10 +202,10 @@ def test_a_profile_without_reason_still_refuses_clearly() -> None:
 def test_a_triangle_profile_on_a_ring_is_refused(tp3: dict[str, Any]) -> None:
     refusals = serve.spark_serve_refusals({f"dgx{i}": tp3 for i in (1, 2, 3, 4)}, plan("ring", 4))
     assert refusals == [
-        "profile tp3-64k-r6 is for a triangle of 3 nodes, the plan is a ring of 4 nodes",
-        "profile tp3-64k-r6: --tensor-parallel-size must appear once with the node count 4, found ['3']",
-        "profile tp3-64k-r6: --nnodes must appear once with the node count 4, found ['3']",
-        "profile tp3-64k-r6: --speculative-config draft_tensor_parallel_size must be 4, got 3",
+        "profile tp3-r6-64k is for a triangle of 3 nodes, the plan is a ring of 4 nodes",
+        "profile tp3-r6-64k: --tensor-parallel-size must appear once with the node count 4, found ['3']",
+        "profile tp3-r6-64k: --nnodes must appear once with the node count 4, found ['3']",
+        "profile tp3-r6-64k: --speculative-config draft_tensor_parallel_size must be 4, got 3",
     ]
 
 
@@ -228,8 +222,8 @@ def test_launch_disabled_and_missing_nnodes_are_refused(tp3: dict[str, Any]) -> 
         del p["vllm_args"][i:i + 2]
     profile = with_changes(tp3, change)
     refusals = serve.spark_serve_refusals({f"dgx{i}": profile for i in (1, 2, 3)}, plan("triangle", 3))
-    assert refusals == ["profile tp3-64k-r6: --nnodes must appear once with the node count 3, found []",
-                        "profile tp3-64k-r6 has spark_serve_launch_enabled: false"]
+    assert refusals == ["profile tp3-r6-64k: --nnodes must appear once with the node count 3, found []",
+                        "profile tp3-r6-64k has spark_serve_launch_enabled: false"]
 
 
 def test_ranks_with_different_profiles_are_refused(tp3: dict[str, Any]) -> None:
@@ -241,12 +235,12 @@ def test_ranks_with_different_profiles_are_refused(tp3: dict[str, Any]) -> None:
 @pytest.mark.parametrize("host_facts,expected", [
     ({"kernel_release": "6.17.0-1008-nvidia", "page_size": 4096, "page_size_flavour": "4k", "uvm_packing": None,
       "unavailable": {"uvm_packing": "nvidia_uvm is not loaded"}},
-     ["host dgx2: kernel 6.17.0-1008-nvidia is not the 64k flavour required by profile tp4-64k-r6d",
-      "host dgx2: page size 4096, profile tp4-64k-r6d requires 65536",
-      "host dgx2: memory saver is not active (nvidia_uvm is not loaded), profile tp4-64k-r6d requires it"]),
+     ["host dgx2: kernel 6.17.0-1008-nvidia is not the 64k flavour required by profile tp4-r6d-1m",
+      "host dgx2: page size 4096, profile tp4-r6d-1m requires 65536",
+      "host dgx2: memory saver is not active (nvidia_uvm is not loaded), profile tp4-r6d-1m requires it"]),
     (dict(FACTS_OK, uvm_packing="N"),
-     ["host dgx2: memory saver is not active (uvm_pack_sysmem_leaf_tables=N), profile tp4-64k-r6d requires it"]),
-    (None, ["host dgx2: no host facts to check profile tp4-64k-r6d's requirements (gather spark_host_facts first)"]),
+     ["host dgx2: memory saver is not active (uvm_pack_sysmem_leaf_tables=N), profile tp4-r6d-1m requires it"]),
+    (None, ["host dgx2: no host facts to check profile tp4-r6d-1m's requirements (gather spark_host_facts first)"]),
 ])
 def test_host_requirements(tp4: dict[str, Any], host_facts: Any, expected: list[str]) -> None:
     facts = {f"dgx{i}": FACTS_OK for i in (1, 3, 4)}
@@ -265,7 +259,7 @@ def test_a_4k_profile_accepts_4k_hosts_without_the_saver(tp3: dict[str, Any]) ->
 # --- malformed profiles ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("change,message", [
-    (lambda p: p.pop("container"), "host dgx1: serving profile 'tp3-64k-r6' is missing spark_serve_container"),
+    (lambda p: p.pop("container"), "host dgx1: serving profile 'tp3-r6-64k' is missing spark_serve_container"),
     (lambda p: p.update(container="bad name"), "host dgx1: spark_serve_container must be a container name"),
     (lambda p: p.update(api_port=70000), "host dgx1: spark_serve_api_port must be a port number 1-65535, got 70000"),
     (lambda p: p.update(master_port=8000), "host dgx1: spark_serve_master_port must differ from spark_serve_api_port"),
@@ -312,9 +306,10 @@ def test_profile_env_may_not_contradict_the_collective_env(tp3: dict[str, Any]) 
         serve.spark_serve_spec(node, p, profile, nccl.spark_nccl_env(node, "triangle", 3))
 
 
-def test_profiles_extracts_only_serve_variables(tp3: dict[str, Any]) -> None:
-    hostvars = {"dgx1": {"spark_serve_" + k: v for k, v in tp3.items()} | {"spark_serve_replace": True, "spark_rank": 0}}
-    assert serve.spark_serve_profiles(hostvars, ["dgx1"]) == {"dgx1": tp3}
+def test_profiles_ignore_other_serve_variables(tp3: dict[str, Any]) -> None:
+    hostvars = resolved_hostvars(site_vars("tp3-triangle") | {"spark_serve_replace": True, "spark_rank": 0},
+                                 ["dgx1", "dgx2", "dgx3"])
+    assert serve.spark_serve_profiles(hostvars, ["dgx1", "dgx2", "dgx3"])["dgx1"] == tp3
     with pytest.raises(AnsibleFilterError, match="host dgx9 has no variables"):
         serve.spark_serve_profiles(hostvars, ["dgx9"])
 

@@ -1,9 +1,12 @@
-"""Pure planning of the serving launch: inventory profile -> per-rank serve spec, and serve's refusals.
+"""Pure planning of the serving launch: named profile + site settings -> per-rank serve spec, and refusals.
 
-The spec of a rank is exactly what that rank launches (image, argv after the image, environment, docker
-run options), so render.yml and the serve role compute the same thing from the same inventory. Refusals
-are reasons not to launch at all (no profile, a profile for another shape, hosts that miss the profile's
-kernel requirements); malformed profiles are errors naming the host and the variable.
+The profile is chosen by name (spark_serve_profile, or the topology's promoted default) from the collection's
+table (module_utils/spark_serve_profiles.py) and changed per site by spark_serve_overrides; the container
+name, ports, model, directories and guards are spark_serve_* site settings. The spec of a rank is exactly
+what that rank launches (image, argv after the image, environment, docker run options), so render.yml and
+the serve role compute the same thing from the same inventory. Refusals are reasons not to launch at all
+(no profile, a profile for another shape or kernel, a kernel backend the arguments contradict, hosts that
+miss the profile's kernel requirements); malformed settings are errors naming the host and the variable.
 """
 from __future__ import annotations
 
@@ -15,6 +18,9 @@ from typing import Any
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_memguard as _MEMGUARD
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_host as _HOST
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_pins as _PINS
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_serve_profiles as _PROFILES
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_data import plain as _plain
 
 PREFIX = "spark_serve_"
@@ -22,9 +28,17 @@ PROFILE_KEYS = (
     "profile", "no_profile_reason", "topology", "nodes", "launch_enabled", "image", "container",
     "api_port", "master_port", "model_repo", "model_revision", "model_name", "binds", "vllm_args", "env",
     "run", "requires", "guard_startup_threshold", "guard_startup_interval", "guard_startup_wait",
-    "guard_steady_threshold", "guard_steady_interval",
+    "guard_steady_threshold", "guard_steady_interval", "kernel_backend",
 )
 REQUIRED = tuple(k for k in PROFILE_KEYS if k not in ("no_profile_reason",))
+# Site settings read from spark_serve_<key> (defaults: spark_serve_profiles.SETTINGS, the model's pins).
+SITE_KEYS = tuple(_PROFILES.SETTINGS) + ("model_dir", "binds")
+# Fields of the named profile: an inventory changes them through spark_serve_overrides, never on their own.
+PROFILE_FIELDS = {"vllm_args": "args", "env": "env", "run": "run", "requires": "requires", "image": "image",
+                  "topology": None, "nodes": None}
+# Per-host plan facts the profile's kernel requirements are checked against before any host is contacted.
+HOST_PLAN = "host_plan"
+_FALSE = ("false", "no", "off", "0", "")
 # Appended per rank by spark_serve_spec; a profile that carries them would launch them twice.
 RANK_FLAGS = ("--node-rank", "--master-addr", "--master-port", "--headless")
 SHAPE_FLAGS = ("--tensor-parallel-size", "--nnodes")
@@ -119,6 +133,9 @@ def _check_scalars(host: str, profile: Mapping[str, Any]) -> None:
         raise _fail(host, "launch_enabled", f"must be true or false, got {profile['launch_enabled']!r}")
     if not isinstance(profile["container"], str) or not _CONTAINER_NAME.match(profile["container"]):
         raise _fail(host, "container", f"must be a container name ([a-zA-Z0-9][a-zA-Z0-9_.-]*), got {profile['container']!r}")
+    if profile["kernel_backend"] not in _PROFILES.BACKENDS:
+        raise _fail(host, "overrides.kernel_backend", f"must be one of {', '.join(_PROFILES.BACKENDS)}, "
+                                                      f"got {profile['kernel_backend']!r}")
     _check_port(host, "api_port", profile["api_port"])
     _check_port(host, "master_port", profile["master_port"])
     if profile["api_port"] == profile["master_port"]:
@@ -152,8 +169,83 @@ def check_profile(host: str, profile: Any) -> None:
 
 # --- extraction -----------------------------------------------------------------------------------
 
+def _is_false(value: Any) -> bool:
+    return value is False or (isinstance(value, str) and value.strip().lower() in _FALSE)
+
+
+def _site(host: str, hv: Mapping[str, Any]) -> dict[str, Any]:
+    site = {key: _plain(hv[PREFIX + key]) if PREFIX + key in hv else default
+            for key, default in _PROFILES.SETTINGS.items()}
+    if PREFIX + "model_dir" in hv:
+        site["model_dir"] = _plain(hv[PREFIX + "model_dir"])
+    else:
+        site["model_dir"] = _plain(_PINS.host_value(hv, "spark_model_dir"))
+    site["binds"] = (_plain(hv[PREFIX + "binds"]) if PREFIX + "binds" in hv else
+                     [{"source": site["model_dir"], "target": "/models", "mode": "ro"},
+                      {"source": site["cache_dir"], "target": "/cache", "mode": "rw"}])
+    return site
+
+
+def _refuse_loose_fields(host: str, hv: Mapping[str, Any]) -> None:
+    for key, field in PROFILE_FIELDS.items():
+        if PREFIX + key in hv:
+            where = f"spark_serve_overrides.{field}" if field else "another spark_serve_profile"
+            raise _fail(host, key, f"is a field of the named serving profile: choose the profile with "
+                                   f"spark_serve_profile and change it with {where}")
+
+
+def _overrides(host: str, hv: Mapping[str, Any]) -> dict[str, Any]:
+    overrides = _plain(hv.get(PREFIX + "overrides")) or {}
+    errors = _PROFILES.override_errors(overrides)
+    if errors:
+        field, problem = errors[0]
+        raise _fail(host, field, problem)
+    return overrides
+
+
+def _host_plan(hv: Mapping[str, Any]) -> dict[str, Any]:
+    return {"kernel_candidate_release": _plain(_PINS.host_value(hv, "spark_kernel_candidate_release")),
+            # The memory_saver role installs it unless the site turns it off.
+            "memory_saver_enabled": not _is_false(hv.get("spark_memory_saver_enabled", True))}
+
+
+def _profile_name(host: str, hv: Mapping[str, Any], count: int) -> Any:
+    if PREFIX + "profile" in hv:
+        name = _plain(hv[PREFIX + "profile"])
+    else:
+        name = _PROFILES.default_name(hv.get("spark_topology"), count)
+    if name is not None and name not in _PROFILES.PROFILES:
+        raise _fail(host, "profile", f"{name!r} is not a serving profile (one of {', '.join(_PROFILES.PROFILES)})")
+    return name
+
+
+def spark_serve_profile(host: str, hv: Mapping[str, Any], count: int) -> dict[str, Any]:
+    """One host's serving profile: the named profile, its overrides and the site settings, checked."""
+    _refuse_loose_fields(host, hv)
+    name = _profile_name(host, hv, count)
+    if name is None:
+        reason = hv.get(PREFIX + "no_profile_reason") or _PROFILES.no_profile_reason(hv.get("spark_topology"), count)
+        return {"profile": None, "no_profile_reason": _plain(reason)}
+    overrides = _overrides(host, hv)
+    chosen = _PROFILES.resolve(name, overrides)
+    site = _site(host, hv)
+    if "image" in overrides:
+        image = chosen["image"]
+    else:
+        image = _plain(hv["spark_image_tag"]) if hv.get("spark_image_tag") else chosen["image"]
+    profile = {
+        "profile": name, "topology": chosen["topology"], "nodes": chosen["nodes"], "image": image,
+        "kernel_backend": chosen["kernel_backend"], "vllm_args": _PROFILES.argv(chosen["args"], site),
+        "env": chosen["env"], "run": chosen["run"], "requires": chosen["requires"],
+    }
+    profile.update({k: site[k] for k in SITE_KEYS if k != "cache_dir" and k != "model_dir"})
+    profile[HOST_PLAN] = _host_plan(hv)
+    check_profile(host, profile)
+    return profile
+
+
 def spark_serve_profiles(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> dict[str, Any]:
-    """host -> serving profile (the spark_serve_* variables without the prefix), or None where none is set."""
+    """host -> serving profile ({"profile": None, "no_profile_reason"} where the site or shape serves none)."""
     if isinstance(hosts, str) or not isinstance(hosts, Sequence):
         raise AnsibleFilterError("spark_serve_profiles: expected the list of hosts of group 'spark'")
     profiles: dict[str, Any] = {}
@@ -162,12 +254,7 @@ def spark_serve_profiles(hostvars: Mapping[str, Any], hosts: Sequence[str]) -> d
             hv = hostvars[host]
         except KeyError as exc:
             raise AnsibleFilterError(f"spark_serve_profiles: host {host} has no variables") from exc
-        profile = {key: _plain(hv[PREFIX + key]) for key in PROFILE_KEYS if PREFIX + key in hv}
-        if profile.get("profile") is None:
-            profiles[str(host)] = {"profile": None, "no_profile_reason": profile.get("no_profile_reason")}
-            continue
-        check_profile(str(host), profile)
-        profiles[str(host)] = profile
+        profiles[str(host)] = spark_serve_profile(str(host), hv, len(hosts))
     return profiles
 
 
@@ -258,8 +345,25 @@ def _shape_refusals(profile: Mapping[str, Any], plan: Mapping[str, Any]) -> list
     draft = _draft_tp(profile)
     if draft is not None and draft != count:
         refusals.append(f"profile {name}: --speculative-config draft_tensor_parallel_size must be {count}, got {draft!r}")
+    refusals += [f"profile {name}: {problem}" for problem in
+                 _PROFILES.backend_errors(profile["kernel_backend"], args, profile["env"])]
     if not profile["launch_enabled"]:
         refusals.append(f"profile {name} has spark_serve_launch_enabled: false")
+    return refusals
+
+
+def _plan_refusals(host: str, name: str, requires: Mapping[str, Any], plan: Any) -> list[str]:
+    """A 64 KiB profile on hosts the inventory does not plan a 64 KiB kernel or the Memory Saver for."""
+    if not isinstance(plan, Mapping):
+        return []
+    refusals = []
+    release = plan.get("kernel_candidate_release")
+    if requires["kernel_flavour"] == "64k" and _HOST.page_flavour(str(release)) != "64k":
+        refusals.append(f"host {host}: profile {name} requires the 64k kernel, the planned kernel "
+                        f"(spark_kernel_candidate_release {release}) is the {_HOST.page_flavour(str(release))} flavour")
+    if requires["memory_saver"] and not plan.get("memory_saver_enabled", True):
+        refusals.append(f"host {host}: profile {name} requires the Memory Saver, the host plan disables it "
+                        "(spark_memory_saver_enabled: false)")
     return refusals
 
 
@@ -269,7 +373,7 @@ def _drift_refusals(profiles: Mapping[str, Any], order: Sequence[str]) -> list[s
     refusals = []
     for host in order[1:]:
         keys = sorted(k for k in set(profiles[first]) | set(profiles[host])
-                      if profiles[first].get(k) != profiles[host].get(k))
+                      if k != HOST_PLAN and profiles[first].get(k) != profiles[host].get(k))
         if keys:
             refusals.append(f"host {host}: {', '.join(PREFIX + k for k in keys)} differ from {first}'s "
                             "(every rank must launch the same profile)")
@@ -322,6 +426,8 @@ def spark_serve_refusals(profiles: Mapping[str, Any], plan: Mapping[str, Any],
     if refusals:
         return refusals
     refusals = _shape_refusals(head, plan)
+    for host in order:
+        refusals += _plan_refusals(host, head["profile"], head["requires"], profiles[host].get(HOST_PLAN))
     if host_facts is not None:
         for host in order:
             refusals += _host_refusals(host, head["profile"], head["requires"], host_facts.get(host))

@@ -18,6 +18,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_serve_profiles import backend_errors
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_serve_ready import (
     ContainerState, container_problem, parse_container_state)
 
@@ -534,6 +535,20 @@ def check_container_spec(host: str, obs: Observation, ctx: Context) -> List[Chec
     return [(failed if problems else passed)(host, "serve.container_spec", ERROR, message, fix)]
 
 
+def check_kernel_backend(host: str, obs: Observation, ctx: Context) -> List[Check]:
+    """The running container's backends, drafter backend and kernel env against the profile's kernel_backend."""
+    fix = "replace the group with the planned profile: playbooks/serve.yml -e spark_serve_replace=true"
+    backend = ctx.get("kernel_backend")
+    if not running(obs):
+        return [skipped(host, "serve.kernel_backend", ERROR, NOT_SERVING, fix)]
+    if not backend:
+        return [skipped(host, "serve.kernel_backend", ERROR, "no kernel backend planned (no serving profile)", fix)]
+    state = container(obs)
+    problems = backend_errors(backend, [str(a) for a in state.get("cmd") or []], state.get("env") or {})
+    message = "; ".join(problems) or f"container runs kernel backend {backend} in every coupled setting"
+    return [(failed if problems else passed)(host, "serve.kernel_backend", ERROR, message, fix)]
+
+
 def check_guard(host: str, obs: Observation, ctx: Context) -> List[Check]:
     fix = "restart the group under its guards: playbooks/serve.yml -e spark_serve_replace=true"
     if not running(obs):
@@ -679,7 +694,7 @@ NODE_CHECKS: Tuple[Callable[[str, Observation, Context], List[Check]], ...] = (
     check_tools, check_gpu_device, check_kernel_flavour, check_page_size, check_kernel_release, check_kho, check_driver,
     check_memory_saver, check_memlock, check_display, check_drm, check_secure_boot, check_fan_control,
     check_memory_policy, check_gpu_clock, check_rdma_devices, check_fabric_state, check_paths, check_gid,
-    check_image, check_container_image, check_container_spec, check_guard, check_model,
+    check_image, check_container_image, check_container_spec, check_kernel_backend, check_guard, check_model,
 )
 
 
