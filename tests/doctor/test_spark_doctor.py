@@ -21,6 +21,19 @@ SPEC = {"name": "dsv41-karmic-kraken", "image": "sparkfleet/vllm-ds41f:r6d-01234
 RDMA = ["rocep1s0f0", "roceP2p1s0f0", "rocep1s0f1", "roceP2p1s0f1"]
 
 
+WATCHDOG_FILE = "/etc/systemd/system.conf.d/95-spark-recovery.conf"
+SSH_DROPIN = "/etc/systemd/system/ssh.service.d/95-spark-recovery.conf"
+# The files as host_baseline writes them (templates recovery-watchdog.conf.j2, recovery-unit-protect.conf.j2).
+WATCHDOG_TEXT = ("# Managed by sparkfleet (host_baseline role): the SBSA hardware watchdog resets a hung node.\n"
+                 "[Manager]\nRuntimeWatchdogSec=30s\nRebootWatchdogSec=10min\n")
+SSH_DROPIN_TEXT = ("# Managed by sparkfleet (host_baseline role): keep this management service alive under memory "
+                   "pressure.\n[Service]\nMemoryMin=128M\nOOMScoreAdjust=-900\n")
+RECOVERY = {"enabled": True, "watchdog_file": WATCHDOG_FILE, "runtime_watchdog": "30s", "reboot_watchdog": "10min",
+            "sysctls": {"kernel.panic": "30", "kernel.panic_on_oops": "1", "vm.panic_on_oom": "0"},
+            "ssh_dropin": SSH_DROPIN, "ssh": {"memory_min": "128M", "oom_score_adjust": -900},
+            "health_unit": "spark-management-health"}
+
+
 def spark(rank: int, serving: bool = True) -> Dict[str, Any]:
     """One converged DGX Spark as the role collects it."""
     return {
@@ -31,13 +44,15 @@ def spark(rank: int, serving: bool = True) -> Dict[str, Any]:
             "kernel_release": "7.0.0-1019-nvidia-64k", "page_size": 65536, "page_size_flavour": "64k",
             "page_size_matches_flavour": True, "kho_off": True, "driver_running": "580.178.04",
             "uvm_srcversion": "34683B82C2D3339BBD2EEC9", "uvm_packing": "Y", "secure_boot": True,
-            "thp": "never", "sysctls": {"vm.min_free_kbytes": 45166}, "memlock": {"soft": "unlimited"},
+            "thp": "never",
+            "sysctls": {"vm.min_free_kbytes": 45166, "kernel.panic": 30, "kernel.panic_on_oops": 1, "vm.panic_on_oom": 0}, "memlock": {"soft": "unlimited"},
             "display_manager": "inactive", "display_manager_active": False, "default_target": "multi-user.target",
             "unavailable": {}}},
         "probe": {
             "devices": {"/dev/nvidia0": True}, "rdma_devices": list(RDMA), "efi": True,
             "nvidia_drm": {"modeset": "Y", "fbdev": "Y"},
-            "units": {"dgx-fan-control.service": {"found": True, "active": "active", "enabled": "enabled"}},
+            "units": {"dgx-fan-control.service": {"found": True, "active": "active", "enabled": "enabled"},
+                      "spark-management-health.timer": {"found": True, "active": "active", "enabled": "enabled"}},
             "container": {"exists": True, "status": "running" if serving else "exited", "running": serving,
                           "exit_code": 0, "oom_killed": False, "error": "", "image": IMAGE_ID,
                           "cmd": list(SPEC["command"]), "env": dict(SPEC["env"], PATH="/usr/bin"),
@@ -52,6 +67,7 @@ def spark(rank: int, serving: bool = True) -> Dict[str, Any]:
                   "verify": {"ok": True, "revision": "d" * 40, "checked_files": 48, "problems": []}},
         "guard": {"changed": False, "actions": [], "reason": "armed", "params": {"threshold": "3.00 GiB",
                                                                                 "interval": 2.0}},
+        "recovery_files": {"contents": {WATCHDOG_FILE: WATCHDOG_TEXT, SSH_DROPIN: SSH_DROPIN_TEXT}, "missing": []},
     }
 
 
@@ -78,7 +94,7 @@ def context(**overrides: Any) -> Dict[str, Any]:
            "kernel_flavour": "64k", "kernel_releases": ["7.0.0-1019-nvidia", "7.0.0-1019-nvidia-64k"],
            "driver_version": "580.178.04", "min_free_kbytes_64k": 45166, "model_revision": "d" * 40,
            "model_dir": "/var/lib/sparkfleet/models/deepseek-v4.1-flash", "device_policy": "require",
-           "require_serving": False, "fan_unit": "dgx-fan-control.service",
+           "require_serving": False, "fan_unit": "dgx-fan-control.service", "recovery": copy.deepcopy(RECOVERY),
            "api": {"url": "http://10.0.1.71:8000/v1/models", "status": 200, "models": ["deepseek-v4.1-flash"]}}
     ctx.update(overrides)
     return ctx
@@ -108,8 +124,8 @@ def test_converged_spark_cluster_has_no_failures() -> None:
     checks = doc.evaluate(cluster(), context())
     assert [c for c in checks if c.status != doc.OK] == []
     per_node = [c.check for c in checks if c.node == "dgx1"]
-    assert len(per_node) == len(set(per_node)) == 28
-    assert len(checks) == 2 + 3 * 28 + 8 + 2 + 1 + 1   # configuration, nodes, host/image/model parity, API
+    assert len(per_node) == len(set(per_node)) == 33
+    assert len(checks) == 2 + 3 * 33 + 8 + 2 + 1 + 1   # configuration, nodes, host/image/model parity, API
     assert all(c.fix for c in checks) and all(c.severity in doc.SEVERITIES for c in checks)
 
 
@@ -513,3 +529,56 @@ def test_kernel_backend_of_the_running_container(change: Callable[[Dict[str, Any
 def test_kernel_backend_is_not_judged_without_a_running_container() -> None:
     check = run(cluster(serving=False), context(), "dgx1", "serve.kernel_backend")
     assert check.status == doc.SKIPPED
+
+
+# --- host recovery policy -------------------------------------------------------------------------
+
+def _drop(obs: Dict[str, Any], path: str) -> None:
+    obs["recovery_files"]["contents"][path] = None
+
+
+RECOVERY_CASES = [
+    ("watchdog file missing", lambda o, c: _drop(o, WATCHDOG_FILE), "host.recovery_watchdog",
+     f"{WATCHDOG_FILE} is missing"),
+    ("watchdog off", lambda o, c: o["recovery_files"]["contents"].__setitem__(
+        WATCHDOG_FILE, WATCHDOG_TEXT.replace("RuntimeWatchdogSec=30s", "RuntimeWatchdogSec=0")),
+     "host.recovery_watchdog", "RuntimeWatchdogSec=0, want 30s"),
+    ("panic sysctl not applied", lambda o, c: o["host_facts"]["host"]["sysctls"].__setitem__("kernel.panic", 0),
+     "host.recovery_sysctls", "kernel.panic=0, want 30"),
+    ("panic on OOM", lambda o, c: o["host_facts"]["host"]["sysctls"].__setitem__("vm.panic_on_oom", 1),
+     "host.recovery_sysctls", "vm.panic_on_oom=1, want 0"),
+    ("ssh drop-in missing", lambda o, c: _drop(o, SSH_DROPIN), "host.recovery_ssh_oom", f"{SSH_DROPIN} is missing"),
+    ("ssh killable", lambda o, c: o["recovery_files"]["contents"].__setitem__(
+        SSH_DROPIN, SSH_DROPIN_TEXT.replace("OOMScoreAdjust=-900", "OOMScoreAdjust=0")),
+     "host.recovery_ssh_oom", "OOMScoreAdjust=0, want -900"),
+    ("timer disabled", lambda o, c: o["probe"]["units"].__setitem__(
+        "spark-management-health.timer", {"found": True, "active": "inactive", "enabled": "disabled"}),
+     "host.recovery_health_timer", "spark-management-health.timer disabled, inactive"),
+    ("timer absent", lambda o, c: o["probe"]["units"].pop("spark-management-health.timer"),
+     "host.recovery_health_timer", "spark-management-health.timer not installed"),
+]
+
+
+@pytest.mark.parametrize("name,mutate,check,message", RECOVERY_CASES, ids=[c[0] for c in RECOVERY_CASES])
+def test_recovery_policy_checks(name: str, mutate: Callable[[Dict[str, Any], Dict[str, Any]], Any], check: str,
+                                message: str) -> None:
+    nodes, ctx = cluster(), context()
+    mutate(nodes["dgx2"], ctx)
+    result = run(nodes, ctx, "dgx2", check)
+    assert (result.status, result.severity) == (doc.FAIL, doc.WARNING)
+    assert message in result.message
+    assert run(nodes, ctx, "dgx1", check).status == doc.OK
+
+
+def test_recovery_checks_are_skipped_when_the_policy_is_off() -> None:
+    ctx = context(recovery=dict(RECOVERY, enabled=False))
+    for check in ("host.recovery_watchdog", "host.recovery_sysctls", "host.recovery_ssh_oom",
+                  "host.recovery_health_timer"):
+        result = run(cluster(), ctx, "dgx1", check)
+        assert result.status == doc.SKIPPED and result.message.startswith("no recovery policy")
+
+
+def test_unit_settings_last_assignment_wins_and_comments_are_ignored() -> None:
+    text = "[Service]\n# MemoryMin=1\nMemoryMin=64M\nMemoryMin=128M\n; x=y\n"
+    assert doc.parse_unit_settings(text) == {"MemoryMin": "128M"}
+    assert doc.parse_unit_settings(None) == {}

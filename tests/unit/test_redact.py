@@ -110,3 +110,12 @@ def test_doctor_spec_check_compares_a_redacted_spec_with_the_redacted_container(
     obs["probe"]["container"]["env"]["A"] = "2"
     (check,) = doctor.check_container_spec("dgx1", obs, {})
     assert check.status == doctor.FAIL and "A" in check.message
+
+
+def test_known_secrets_are_the_secret_variables_and_the_site_list() -> None:
+    variables = {"spark_model_hf_token": TOKEN, "spark_bench_api_key": "", "spark_memory_saver_mok_password": "pw-mok",
+                 "spark_site_secrets": ["site-one"], "spark_model_name": "not-a-secret"}
+    assert filters["spark_known_secrets"](variables) == [TOKEN, "pw-mok", "site-one"]
+    assert filters["spark_known_secrets"]({}) == []
+    with pytest.raises(Exception, match="spark_site_secrets must be a list of secret values, got str"):
+        filters["spark_known_secrets"]({"spark_site_secrets": "one-string"})

@@ -20,8 +20,16 @@ def spark_redact(value: Any, secrets: Any) -> Any:
                                                                                       if s is not None])
 
 
+def spark_known_secrets(variables: Mapping[str, Any]) -> list[str]:
+    """The values a site marks secret, from a host's variables (`hostvars[inventory_hostname]`)."""
+    try:
+        return _REDACT.known_secrets(variables)
+    except ValueError as exc:
+        raise AnsibleFilterError(f"spark_known_secrets: {exc}") from exc
+
+
 class FilterModule:
     """sparkfleet redaction filter."""
 
     def filters(self) -> dict[str, Any]:
-        return {"spark_redact": spark_redact}
+        return {"spark_redact": spark_redact, "spark_known_secrets": spark_known_secrets}

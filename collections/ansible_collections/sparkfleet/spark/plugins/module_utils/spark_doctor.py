@@ -690,10 +690,91 @@ def check_unreachable(ctx: Context) -> List[Check]:
 
 # --- Report ---------------------------------------------------------------------------------------
 
+# --- Host recovery policy (host-kernel-driver.md §7) ------------------------------------------------
+
+def parse_unit_settings(text: Optional[str]) -> Dict[str, str]:
+    """Key=value lines of a systemd unit or configuration drop-in (the last assignment wins, as in systemd)."""
+    settings: Dict[str, str] = {}
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if "=" in line and not line.startswith(("#", ";", "[")):
+            key, value = line.split("=", 1)
+            settings[key.strip()] = value.strip()
+    return settings
+
+
+def _recovery(ctx: Context) -> Mapping[str, Any]:
+    return ctx.get("recovery") or {}
+
+
+def _recovery_file(obs: Observation, path: str) -> Optional[str]:
+    return ((obs.get("recovery_files") or {}).get("contents") or {}).get(path)
+
+
+def _recovery_file_check(host: str, obs: Observation, check: str, path: str,
+                         want: Mapping[str, str], fix: str) -> List[Check]:
+    text = _recovery_file(obs, path)
+    if text is None:
+        return [failed(host, check, WARNING, f"{path} is missing", fix)]
+    have = parse_unit_settings(text)
+    wrong = [f"{key}={have.get(key, 'unset')}, want {value}" for key, value in want.items()
+             if have.get(key) != str(value)]
+    if wrong:
+        return [failed(host, check, WARNING, f"{path}: " + "; ".join(wrong), fix)]
+    return [passed(host, check, WARNING, ", ".join(f"{k}={v}" for k, v in want.items()), fix)]
+
+
+def check_recovery_watchdog(host: str, obs: Observation, ctx: Context) -> List[Check]:
+    fix = "run playbooks/host.yml (host recovery policy), then systemctl daemon-reexec"
+    rec = _recovery(ctx)
+    if not rec.get("enabled"):
+        return [skipped(host, "host.recovery_watchdog", WARNING, "no recovery policy (spark_host_baseline_recovery is false)", fix)]
+    want = {"RuntimeWatchdogSec": rec.get("runtime_watchdog"), "RebootWatchdogSec": rec.get("reboot_watchdog")}
+    return _recovery_file_check(host, obs, "host.recovery_watchdog", rec.get("watchdog_file", ""), want, fix)
+
+
+def check_recovery_ssh(host: str, obs: Observation, ctx: Context) -> List[Check]:
+    fix = "run playbooks/host.yml (ssh.service MemoryMin and OOMScoreAdjust drop-in)"
+    rec = _recovery(ctx)
+    if not rec.get("enabled"):
+        return [skipped(host, "host.recovery_ssh_oom", WARNING, "no recovery policy (spark_host_baseline_recovery is false)", fix)]
+    protect = rec.get("ssh") or {}
+    want = {"MemoryMin": protect.get("memory_min"), "OOMScoreAdjust": protect.get("oom_score_adjust")}
+    return _recovery_file_check(host, obs, "host.recovery_ssh_oom", rec.get("ssh_dropin", ""), want, fix)
+
+
+def check_recovery_sysctls(host: str, obs: Observation, ctx: Context) -> List[Check]:
+    fix = "run playbooks/host.yml (95-spark-recovery.conf), or sysctl -p /etc/sysctl.d/95-spark-recovery.conf"
+    rec = _recovery(ctx)
+    if not rec.get("enabled"):
+        return [skipped(host, "host.recovery_sysctls", WARNING, "no recovery policy (spark_host_baseline_recovery is false)", fix)]
+    live = _facts(obs).get("sysctls") or {}
+    wrong = [f"{key}={live.get(key)}, want {value}" for key, value in (rec.get("sysctls") or {}).items()
+             if str(live.get(key)) != str(value)]
+    if wrong:
+        return [failed(host, "host.recovery_sysctls", WARNING, "; ".join(wrong), fix)]
+    return [passed(host, "host.recovery_sysctls", WARNING,
+                   ", ".join(f"{k}={v}" for k, v in (rec.get("sysctls") or {}).items()), fix)]
+
+
+def check_recovery_health_timer(host: str, obs: Observation, ctx: Context) -> List[Check]:
+    rec = _recovery(ctx)
+    unit_name = f"{rec.get('health_unit') or 'spark-management-health'}.timer"
+    fix = f"run playbooks/host.yml, or systemctl enable --now {unit_name}"
+    if not rec.get("enabled"):
+        return [skipped(host, "host.recovery_health_timer", WARNING, "no recovery policy (spark_host_baseline_recovery is false)", fix)]
+    unit = (_result(obs, "probe").get("units") or {}).get(unit_name) or {}
+    if unit.get("active") == "active" and unit.get("enabled") == "enabled":
+        return [passed(host, "host.recovery_health_timer", WARNING, f"{unit_name} enabled and active", fix)]
+    state = "not installed" if not unit.get("found") else f"{unit.get('enabled')}, {unit.get('active')}"
+    return [failed(host, "host.recovery_health_timer", WARNING, f"{unit_name} {state}", fix)]
+
+
 NODE_CHECKS: Tuple[Callable[[str, Observation, Context], List[Check]], ...] = (
     check_tools, check_gpu_device, check_kernel_flavour, check_page_size, check_kernel_release, check_kho, check_driver,
     check_memory_saver, check_memlock, check_display, check_drm, check_secure_boot, check_fan_control,
-    check_memory_policy, check_gpu_clock, check_rdma_devices, check_fabric_state, check_paths, check_gid,
+    check_memory_policy, check_recovery_watchdog, check_recovery_sysctls, check_recovery_ssh,
+    check_recovery_health_timer, check_gpu_clock, check_rdma_devices, check_fabric_state, check_paths, check_gid,
     check_image, check_container_image, check_container_spec, check_kernel_backend, check_guard, check_model,
 )
 

@@ -19,12 +19,15 @@ DRIVER_PACKAGE_VERSION = "580.178.04-0ubuntu0.24.04.1"
 MEMORY_SAVER_VERSION = "0.2.0"
 MEMORY_SAVER_REVISION = "2dd6ef107616ef13f1c7f87817c07e5aabc9199e"
 MEMORY_SAVER_REPOSITORY = "https://github.com/christopherowen/dgx-spark-memory-saver.git"
+# srcversion of the loaded nvidia_uvm that Memory Saver 0.2.0 builds (the promotion gate compares it).
+MEMORY_SAVER_SRCVERSION = "34683B82C2D3339BBD2EEC9"
 MODEL_NAME = "deepseek-v4.1-flash"
 
 # The precompiled NVIDIA modules carry a "+1" on top of the kernel's version (reference section 1).
 _NVIDIA_MODULES = f"linux-modules-nvidia-{DRIVER_BRANCH}-open-{KERNEL_CANDIDATE}"
-_DRIVER_PACKAGES = {f"nvidia-driver-{DRIVER_BRANCH}-open": DRIVER_PACKAGE_VERSION,
-                    f"nvidia-kernel-source-{DRIVER_BRANCH}-open": DRIVER_PACKAGE_VERSION}
+_DRIVER_SOURCE = {f"nvidia-kernel-source-{DRIVER_BRANCH}-open": DRIVER_PACKAGE_VERSION}
+# The reference does not confirm the metapackage's version: empty makes the driver role list what apt offers.
+_DRIVER_PACKAGES = {f"nvidia-driver-{DRIVER_BRANCH}-open": "", **_DRIVER_SOURCE}
 
 PINS: Dict[str, Any] = {
     # Kernel pair: the 64 KiB candidate is tried once, the 4 KiB fallback stays installed.
@@ -40,6 +43,7 @@ PINS: Dict[str, Any] = {
         f"linux-modules-{KERNEL_FALLBACK}": KERNEL_PACKAGE_VERSION,
     },
     "spark_kernel_driver_version": DRIVER_VERSION,
+    "spark_kernel_memory_saver_srcversion": MEMORY_SAVER_SRCVERSION,
     # NVIDIA driver, open kernel modules (avoid 590.x, and R610 on 64 KiB).
     "spark_nvidia_driver_version": DRIVER_VERSION,
     "spark_nvidia_driver_packages": dict(_DRIVER_PACKAGES),
@@ -56,7 +60,8 @@ PINS: Dict[str, Any] = {
         f"linux-headers-{KERNEL_CANDIDATE}": KERNEL_PACKAGE_VERSION,
         _NVIDIA_MODULES: KERNEL_PACKAGE_VERSION + "+1",
     },
-    "spark_memory_saver_driver_packages": dict(_DRIVER_PACKAGES),
+    # The build input the reference's environment check pins (the module package is among the kernel's).
+    "spark_memory_saver_driver_packages": dict(_DRIVER_SOURCE),
     "spark_memory_saver_driver_version": DRIVER_VERSION,
     # The 64 KiB host keeps the 4 KiB host's reserve.
     "spark_host_baseline_min_free_kbytes_64k": 45166,

@@ -24,6 +24,18 @@ SECRET_FLAGS = ("--api-key", "--token", "--hf-token", "--password", "--secret")
 _PAIR = re.compile(r"""(?P<name>\b[A-Za-z0-9_]*""" + _SECRET_WORDS + r""")(?P<sep>=|"?\s*:\s*"?)(?P<value>[^\s"',;]+)""",
                    re.I)
 ARGV_KEYS = ("Cmd", "Args", "Entrypoint", "cmd", "command")
+# The variables that hold a secret value, and the vaulted list a site adds its own to.
+SECRET_VARIABLES = ("spark_model_hf_token", "spark_bench_api_key", "spark_memory_saver_mok_password")
+SITE_SECRETS = "spark_site_secrets"
+
+
+def known_secrets(variables: Mapping[str, Any]) -> List[str]:
+    """The values of SECRET_VARIABLES and of the SITE_SECRETS list, as far as `variables` defines them."""
+    found = [variables.get(name) for name in SECRET_VARIABLES]
+    extra = variables.get(SITE_SECRETS) or []
+    if isinstance(extra, (str, bytes, Mapping)) or not isinstance(extra, Iterable):
+        raise ValueError(f"{SITE_SECRETS} must be a list of secret values, got {type(extra).__name__}")
+    return [str(v) for v in found + list(extra) if v]
 
 
 def secret_values(values: Iterable[Any]) -> List[str]:
