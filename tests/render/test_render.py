@@ -189,7 +189,7 @@ def test_validate_passes_every_shipped_inventory() -> None:
         assert "Inventory valid" in result.stdout
 
 
-# --- serving specs (issue 7) ----------------------------------------------------------------------
+# --- serving specs ----------------------------------------------------------------------------
 
 def serve_specs(out: Path, hosts: list[str]) -> dict[str, dict[str, Any]]:
     return {h: json.loads((out / h / "serve.json").read_text()) for h in hosts}
