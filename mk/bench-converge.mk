@@ -1,4 +1,4 @@
-# Converge benchmark (issue 9; figures, not a test): the wall time of a no-change site.yml run on the tp4 lab,
+# Converge benchmark (figures, not a test): the wall time of a no-change site.yml run on the tp4 lab,
 # on all 4 nodes, on the head alone (--limit <head>,localhost) and on all nodes with pipelining and connection
 # reuse off; the last line printed is one JSON object (molecule/site/bench_converge.py says how it is measured).
 #   make bench-converge                          converges the tp4 lab, measures, removes the lab (every lab of the engine);

@@ -1,4 +1,4 @@
-# Bench (issue 8). Tests live in tests/bench/ and run with `make unit`; these targets are extra.
+# Bench. Tests live in tests/bench/ and run with `make unit`; these targets are extra.
 #   make bench-client        our client vs llama-benchy against the stand-in (figures, not a test)
 #   make test-bench          only the bench tests (the same ones `make unit` runs)
 #   make test-bench-schedule molecule: install the scheduled benchmark on a lab node and run the unit once

@@ -1,4 +1,4 @@
-# Doctor (issue 9): role sparkfleet.spark.doctor, playbooks/doctor.yml (its README.md in the collection). Read-only; its unit tests
+# Doctor: role sparkfleet.spark.doctor, playbooks/doctor.yml (its README.md in the collection). Read-only; its unit tests
 # (tests/doctor/, about 2 s) run in `make unit`.
 #   make doctor INV=inventories/tp3-triangle    the doctor against an inventory (default: the TOPOLOGY lab)
 #   make doctor DOCTOR_ARGS=--check             extra ansible-playbook options

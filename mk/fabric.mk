@@ -1,4 +1,4 @@
-# Fabric (issue 4): role sparkfleet.spark.fabric, playbooks/fabric.yml, playbooks/fabric-restore.yml (its README.md).
+# Fabric: role sparkfleet.spark.fabric, playbooks/fabric.yml, playbooks/fabric-restore.yml (its README.md).
 #   make test-fabric-lab TOPOLOGY=tp3   one lab session: converge, idempotence, check mode, verify, device policy, swapped-cable,
 #                                       restore and serving-guard tests (molecule/fabric/), then lab-down. Serialised with every
 #                                       other lab session by flock /tmp/sparkfleet-lab.lock; waits (never tears

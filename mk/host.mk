@@ -1,4 +1,4 @@
-# Host layer (issue 5): roles host_baseline, kernel, nvidia_driver, memory_saver on one lab node.
+# Host layer: roles host_baseline, kernel, nvidia_driver, memory_saver on one lab node.
 #   make test-host        molecule test -s host (stand-in packages, real apt/dpkg/GRUB/DKMS; see molecule/host)
 #   make host-converge    converge only and keep the node (molecule login -s host to look around)
 

@@ -1,4 +1,4 @@
-# Image and model (issue 6): roles image_build, image_distribute, model, transfer_ssh; playbooks image.yml and
+# Image and model: roles image_build, image_distribute, model, transfer_ssh; playbooks image.yml and
 # model.yml; docs/image-and-model.md.
 #   make test-image           molecule/image on the tp3 lab: build, distribution, identity assertion with a
 #                             mismatched node, memory-floor refusal, model sync, corrupted/short file failure,

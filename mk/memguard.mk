@@ -1,4 +1,4 @@
-# Memory guard (issue 7). Unit tests (tests/unit/test_spark_memguard*.py, test_spark_memory_guard_module.py) run
+# Memory guard. Unit tests (tests/unit/test_spark_memguard*.py, test_spark_memory_guard_module.py) run
 # with `make unit`; this adds the molecule scenario on a lab node with real systemd and a nested Docker engine.
 #   make test-memguard    molecule test -s memguard (~2-3 min)
 

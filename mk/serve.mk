@@ -1,4 +1,4 @@
-# Serve (issue 7). Unit tests (tests/serve/) run with `make unit`; this adds the lab scenario.
+# Serve. Unit tests (tests/serve/) run with `make unit`; this adds the lab scenario.
 #   make test-serve    molecule test -s serve: a private 3-node lab (serve-dgx1..3, 10.0.47.0/24) serves the TP3
 #                      profile with the stand-in image (TEST DOUBLE); idempotence, status, the faults (broken-image
 #                      replace, interrupted controller, dead worker, guard trip), supervised mode (a killed worker is
@@ -6,7 +6,8 @@
 #                      2-core build machine at load 8-14 (other sessions' labs running): 8.0 min in all
 #                      (faults: replace 71 s, interrupt 61 s, dead worker 37 s, guard trip 31 s, supervised 133 s).
 
-# Not yet in `make test`: the lead decides when it shares a topology lab with the fabric and image scenarios.
+# Not in `make test` itself: site-tp3 runs the same faults (molecule/site/serve-faults.yml runs faults.py) on the
+# shared triangle lab; this scenario keeps a private lab for working on serve alone.
 
 .PHONY: test-serve
 

@@ -3,7 +3,7 @@
 after which the previous state must be intact. Run by verify.yml from the repository root with the molecule
 inventory; prints one JSON line per check and exits 1 on the first broken expectation.
 
-Faults (issue 7): a replace with a broken image (the old service answers again), a controller interrupted
+Faults: a replace with a broken image (the old service answers again), a controller interrupted
 between arming a guard and starting a container (the next run cleans up), a worker that exits during startup,
 a startup guard whose threshold MemAvailable crosses (the guard kills the container). Then supervised mode: a
 killed worker is restarted with its group in order, a second kill beyond the rate limit is not.

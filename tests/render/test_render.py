@@ -61,6 +61,8 @@ def test_shipped_inventory_renders_the_reference_plan(tmp_path: Path, name: str,
             assert settings["mtu"] == 9000
             assert settings["dhcp4"] is False and settings["dhcp6"] is False
             assert settings["accept-ra"] is False and settings["link-local"] == []
+            # The shipped inventories keep DGX OS's NetworkManager renderer: IPv6 off through its keyfile too.
+            assert settings["networkmanager"]["passthrough"] == {"ipv6.method": "disabled"}
         env = env_file(out / node["host"] / "nccl.env")
         assert env["NCCL_IB_HCA"] == "=" + ",".join(sorted(i["rdma"] for i in node["interfaces"]))
         assert env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"] == env["TP_SOCKET_IFNAME"] == "enP7s7"
@@ -189,7 +191,7 @@ def test_validate_passes_every_shipped_inventory() -> None:
         assert "Inventory valid" in result.stdout
 
 
-# --- serving specs (issue 7) ----------------------------------------------------------------------
+# --- serving specs ----------------------------------------------------------------------------
 
 def serve_specs(out: Path, hosts: list[str]) -> dict[str, dict[str, Any]]:
     return {h: json.loads((out / h / "serve.json").read_text()) for h in hosts}

@@ -69,7 +69,8 @@ def test_a_replace_stops_keeps_and_restarts_only_what_ran() -> None:
         "remove_stopped": ["dgx3"],
         "start": ["dgx2", "dgx3", "dgx4", "dgx1"],
     }
-    assert plan["rollback"] == {"restore": ["dgx1", "dgx2"], "start": ["dgx2", "dgx1"]}
+    assert plan["rollback"] == {"remove": ["dgx1", "dgx2", "dgx3", "dgx4"], "stop": [], "restore": ["dgx1", "dgx2"],
+                                "start": ["dgx2", "dgx1"]}
     assert plan["stop"] == ORDER4
 
 
@@ -77,7 +78,7 @@ def test_a_fresh_start_has_nothing_to_bring_back() -> None:
     plan = engine.group_plan(ORDER3, _probed("absent", "exited", "absent"), [], False, False)
     assert plan["launch"]["stop"] == [] and plan["launch"]["keep_previous"] == []
     assert plan["launch"]["remove_stopped"] == ["dgx2"]
-    assert plan["rollback"] == {"restore": [], "start": []}
+    assert plan["rollback"] == {"remove": ORDER3, "stop": [], "restore": [], "start": []}
 
 
 def test_the_supervisors_restart_follows_the_same_order() -> None:
@@ -134,3 +135,25 @@ def test_the_supervisor_runs_from_its_shipped_copies(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ("[('stop', 'a'), ('stop', 'b'), ('start', 'b'), ('start', 'a'), ('wait', 'a'), "
                                    "('steady', 'a'), ('steady', 'b')]")
+
+
+# A replace of a running group that failed part way: (ranks renamed before the failure) -> the rollback
+PARTIAL = [
+    ([], {"remove": [], "stop": ["dgx1", "dgx2", "dgx3"], "restore": [], "start": ["dgx2", "dgx3", "dgx1"]}),
+    (["dgx2"], {"remove": ["dgx2"], "stop": ["dgx1", "dgx3"], "restore": ["dgx2"], "start": ["dgx2", "dgx3", "dgx1"]}),
+    (ORDER3, {"remove": ORDER3, "stop": [], "restore": ORDER3, "start": ["dgx2", "dgx3", "dgx1"]}),
+]
+
+
+@pytest.mark.parametrize(("renamed", "expected"), PARTIAL)
+def test_a_partial_replace_never_removes_a_previous_container(renamed: list[str], expected: dict[str, list[str]]) -> None:
+    running = _probed("running", "running", "running")
+    assert engine.rollback_plan(ORDER3, running, True, renamed) == expected
+    assert FILTER.spark_serve_rollback(ORDER3, running, True, renamed) == expected
+
+
+def test_a_failed_fresh_start_removes_everything_it_made() -> None:
+    assert engine.rollback_plan(ORDER3, _probed("absent", "exited", "absent"), False, []) == {
+        "remove": ORDER3, "stop": [], "restore": [], "start": []}
+    with pytest.raises(AnsibleFilterError, match="spark_serve_rollback: renamed host.s. dgx9 are not in the group"):
+        FILTER.spark_serve_rollback(ORDER3, _probed("running", "running", "running"), True, ["dgx9"])

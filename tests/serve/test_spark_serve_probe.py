@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from spark_fixtures import default_slots, roce_device, sysfs_with_devices
 
 from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_serve_probe as probe
 
@@ -40,11 +41,13 @@ def test_guard_summary_sees_every_leftover() -> None:
 
 def test_host_subset_keeps_only_what_serve_compares() -> None:
     facts = {"kernel_release": "6.17.0-1008-nvidia-64k", "page_size": 65536, "page_size_flavour": "64k",
-             "uvm_packing": "Y", "driver_running": None, "machine": "aarch64",
+             "uvm_packing": "Y", "driver_running": None, "machine": "aarch64", "kho_off": True,
+             "cmdline": "BOOT_IMAGE=/vmlinuz ro kho=off",
              "unavailable": {"driver_running": "nvidia module not loaded", "cmdline": "x"}}
     assert probe.host_subset(facts) == {
         "kernel_release": "6.17.0-1008-nvidia-64k", "page_size": 65536, "page_size_flavour": "64k",
-        "uvm_packing": "Y", "driver_running": None, "unavailable": {"driver_running": "nvidia module not loaded"}}
+        "uvm_packing": "Y", "driver_running": None, "kho_off": True,
+        "unavailable": {"driver_running": "nvidia module not loaded"}}
 
 
 def test_rank_problems_name_host_thing_and_next_step() -> None:
@@ -106,3 +109,18 @@ def test_module_answers_everything_in_one_call(run_module: Any, node: Path) -> N
     assert "Max locked memory" in result["proc_limits"] and "CapBnd:" in result["proc_status"]
     assert [p.split(":")[0] for p in result["problems"]] == ["dgx3", "dgx3", "dgx3"]
     assert "cache" in result["problems"][0] and "stray" in result["problems"][1] and "port 8000" in result["problems"][2]
+
+
+def test_module_reads_the_planned_gids_from_a_sysfs_tree(run_module: Any, node: Path) -> None:
+    sysfs = sysfs_with_devices(node / "sys", {
+        "rocep1s0f0": roce_device(default_slots("10.12.1.1", "enp1s0f0np0")),
+        "roceP2p1s0f0": roce_device(default_slots("10.12.2.9", "enP2p1s0f0np0"))})
+    args = {"image": "img:1", "container": "c", "name": "dgx1", "state_dir": str(node / "guards"),
+            "sysfs_root": str(sysfs), "gid_expect": {"rocep1s0f0": "10.12.1.1/24", "roceP2p1s0f0": "10.12.2.1/24"}}
+    failed, result = run_module("spark_serve_probe", args)
+    assert not failed and result["gid"]["rdma_class"] is True and result["gid"]["ok"] is False
+    assert result["gid"]["devices"]["rocep1s0f0"]["ok"] is True
+    assert "roceP2p1s0f0" in result["gid"]["msg"] and "10.12.2.1" in result["gid"]["msg"]
+    failed, result = run_module("spark_serve_probe", dict(args, sysfs_root=str(node / "no-sys")))
+    assert not failed and result["gid"] == {"rdma_class": False, "ok": None, "msg": "no RDMA device class", "devices": {}}
+    assert result["host"]["kho_off"] in (True, False)

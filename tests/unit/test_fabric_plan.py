@@ -116,7 +116,8 @@ def test_netplan_document() -> None:
     assert list(eth) == ["enp1s0f0np0", "enP2p1s0f0np0", "enp1s0f1np1", "enP2p1s0f1np1"]
     assert eth["enp1s0f0np0"] == {
         "addresses": ["10.13.1.3/24"], "mtu": 9000, "dhcp4": False, "dhcp6": False, "accept-ra": False,
-        "link-local": [], "optional": True, "networkmanager": {"name": "cx7 dgx1-dgx3 path1"}}
+        "link-local": [], "optional": True,
+        "networkmanager": {"name": "cx7 dgx1-dgx3 path1", "passthrough": {"ipv6.method": "disabled"}}}
     assert "enP7s7" not in eth
     networkd = fabric.spark_netplan(node, "networkd")
     assert networkd["network"]["renderer"] == "networkd"

@@ -425,7 +425,11 @@ def spark_netplan(node: Mapping[str, Any], renderer: str = DEFAULT_NETPLAN_RENDE
         }
         if renderer == "NetworkManager":
             ends = sorted([node["host"], iface["peer_host"]])
-            entry["networkmanager"] = {"name": f"cx7 {ends[0]}-{ends[1]} path{iface['path']}"}
+            # `link-local: []` only removes fe80:: under networkd; NetworkManager's keyfile would say
+            # ipv6.method=ignore and leave the kernel's link-local address in place, and a fabric port must
+            # carry no IPv6 at all (GID index 3 stays the IPv4 RoCE v2 GID; drift and doctor refuse any IPv6).
+            entry["networkmanager"] = {"name": f"cx7 {ends[0]}-{ends[1]} path{iface['path']}",
+                                       "passthrough": {"ipv6.method": "disabled"}}
         ethernets[iface["netdev"]] = entry
     return {"network": {"version": 2, "renderer": renderer, "ethernets": ethernets}}
 

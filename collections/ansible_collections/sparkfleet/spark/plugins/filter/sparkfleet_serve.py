@@ -20,6 +20,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_memguard as _MEMGUARD
 from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_host as _HOST
 from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_pins as _PINS
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_policy as _POLICY
 from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_serve_profiles as _PROFILES
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_data import plain as _plain
 
@@ -434,6 +435,45 @@ def spark_serve_refusals(profiles: Mapping[str, Any], plan: Mapping[str, Any],
     return refusals
 
 
+def _fabric_refusals(host: str, probe: Mapping[str, Any], policy: str) -> list[str]:
+    """kho=off on the command line and GID index N holding each planned address as RoCE v2: a peer reboot moves
+    GIDs, and without kho=off ibv_reg_mr fails under memory pressure; NCCL then fails with "unhandled system
+    error" minutes into the start. Under `available` a node without RDMA devices has neither to check."""
+    try:
+        optional = _POLICY.not_applicable(policy, host)
+    except _POLICY.PolicyError as err:
+        raise AnsibleFilterError(str(err)) from None
+    gid = probe.get("gid") if isinstance(probe.get("gid"), Mapping) else {}
+    if optional and not gid.get("rdma_class"):
+        return []
+    refusals = []
+    kho_off = (probe.get("host") or {}).get("kho_off")
+    if kho_off is not True:
+        shown = "cannot be read" if kho_off is None else "is not on it"
+        refusals.append(f"host {host}: kho=off {shown} (/proc/cmdline); RDMA memory registration needs it: "
+                        "run playbooks/host.yml and reboot")
+    if not gid.get("rdma_class"):
+        refusals.append(f"host {host}: no /sys/class/infiniband (no RDMA device, is mlx5_ib loaded?); "
+                        f"{_POLICY.NAME}={_POLICY.REQUIRE} serves only with the fabric's RDMA devices")
+    elif gid.get("ok") is not True:
+        refusals.append(f"host {host}: {gid.get('msg', 'GID check did not run')}; run playbooks/fabric.yml "
+                        "(it re-applies the addresses and verifies the GIDs) before serving")
+    return refusals
+
+
+def spark_serve_fabric_refusals(probes: Mapping[str, Any], policies: Mapping[str, Any]) -> list[str]:
+    """Every rank's fabric refusals ({host: spark_serve_probe result}, {host: spark_device_policy})."""
+    if not isinstance(probes, Mapping) or not isinstance(policies, Mapping):
+        raise AnsibleFilterError("spark_serve_fabric_refusals: expected ({host: probe}, {host: device policy})")
+    out: list[str] = []
+    for host in sorted(probes):
+        probe = probes[host]
+        if not isinstance(probe, Mapping):
+            raise AnsibleFilterError(f"spark_serve_fabric_refusals: host {host}: no serve probe result")
+        out += _fabric_refusals(str(host), probe, policies.get(host))
+    return out
+
+
 class FilterModule:
     """sparkfleet serving filters."""
 
@@ -443,4 +483,5 @@ class FilterModule:
             "spark_serve_spec": spark_serve_spec,
             "spark_serve_args": spark_serve_args,
             "spark_serve_refusals": spark_serve_refusals,
+            "spark_serve_fabric_refusals": spark_serve_fabric_refusals,
         }

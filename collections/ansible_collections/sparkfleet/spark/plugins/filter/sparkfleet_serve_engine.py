@@ -21,6 +21,15 @@ def spark_serve_group(order: Sequence[str], probed: Mapping[str, Mapping[str, An
         raise AnsibleFilterError(f"spark_serve_group: {exc}") from exc
 
 
+def spark_serve_rollback(order: Sequence[str], probed: Mapping[str, Mapping[str, Any]], replacing: Any,
+                         renamed: Sequence[str]) -> dict[str, list[str]]:
+    """{remove, stop, restore, start} after a failed start, from the ranks renamed before the failure."""
+    try:
+        return _ENGINE.rollback_plan(list(order), probed, _bool("replacing", replacing), list(renamed))
+    except ValueError as exc:
+        raise AnsibleFilterError(f"spark_serve_rollback: {exc}") from exc
+
+
 def spark_serve_stop_order(order: Sequence[str]) -> list[str]:
     """The order a group stops in: the head first, then the workers by ascending rank."""
     return _ENGINE.stop_order(list(order))
@@ -35,4 +44,5 @@ def _bool(name: str, value: Any) -> bool:
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"spark_serve_group": spark_serve_group, "spark_serve_stop_order": spark_serve_stop_order}
+        return {"spark_serve_group": spark_serve_group, "spark_serve_rollback": spark_serve_rollback,
+                "spark_serve_stop_order": spark_serve_stop_order}

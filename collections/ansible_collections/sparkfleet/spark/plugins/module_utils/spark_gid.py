@@ -262,3 +262,16 @@ def check_device(sysfs_root: str, dev: str, port: int, index: int, expectation: 
     if not os.path.isdir(gids_path):
         return _verdict(None, None, f"RDMA device {dev} has no port {port} ({gids_path} does not exist).")
     return evaluate_device(dev, port, index, read_gid_table(sysfs_root, dev, port), expectation)
+
+
+def check_planned(sysfs_root: str, expect: Dict[str, str], port: int, index: int) -> Dict[str, Any]:
+    """Every planned device (expect: RDMA device -> planned address, with or without prefix) at GID `index`:
+    {rdma_class, ok, msg, devices}. Without the RDMA class directory nothing is read (rdma_class false, ok None):
+    whether that fails the node is the device policy's call, not this function's."""
+    rdma_class = os.path.isdir(os.path.join(sysfs_root, "class", "infiniband"))
+    if not rdma_class:
+        return {"rdma_class": False, "ok": None, "msg": "no RDMA device class", "devices": {}}
+    devices = {dev: check_device(sysfs_root, dev, port, index, parse_expectation(str(address), None))
+               for dev, address in sorted(expect.items())}
+    ok, msg = summarise(devices, index)
+    return {"rdma_class": True, "ok": ok, "msg": msg, "devices": devices}

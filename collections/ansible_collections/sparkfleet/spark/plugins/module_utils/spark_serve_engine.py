@@ -80,13 +80,19 @@ def launch_steps(ranks: Sequence[RankState]) -> Dict[str, List[str]]:
     }
 
 
-def rollback_steps(ranks: Sequence[RankState], replacing: bool) -> Dict[str, List[str]]:
-    """After a failed start (the new containers are removed from every rank): a replaced group gets its
-    containers back under their name and restarts workers first, the head last."""
+def rollback_steps(ranks: Sequence[RankState], replacing: bool, renamed: Sequence[str] = ()) -> Dict[str, List[str]]:
+    """After a failed start, from what the launch did before it failed: `renamed` are the ranks whose previous
+    container was already set aside as <name>-pre-<UTC>. The name belongs to a new (failed) container on those and
+    on every rank that had no previous one: remove it there, and only there. A replaced group's ranks that still
+    hold their previous container under the name (the failure came before their rename) stop in stop order, the
+    set-aside ones get their name back, and the whole previous group starts workers first, the head last."""
     order = [r.host for r in ranks]
-    previous = {r.host for r in ranks if r.container == RUNNING} if replacing else set()
+    previous = [h for h in order if replacing and any(r.host == h and r.container == RUNNING for r in ranks)]
+    set_aside = [h for h in order if h in renamed and h in previous]
     return {
-        "restore": [h for h in order if h in previous],
+        "remove": [h for h in order if h not in previous or h in set_aside],
+        "stop": [h for h in stop_order(order) if h in previous and h not in set_aside],
+        "restore": set_aside,
         "start": [h for h in start_order(order) if h in previous],
     }
 
@@ -125,6 +131,15 @@ def _flag(host: str, doc: Mapping[str, Any], key: str, default: bool) -> bool:
     raise ValueError(f"{host}: {key} must be true or false, got {value!r}")
 
 
+def rollback_plan(order: Sequence[str], probed: Mapping[str, Mapping[str, Any]], replacing: bool,
+                  renamed: Sequence[str]) -> Dict[str, List[str]]:
+    """rollback_steps for the ranks as the run's probe saw them and the ranks renamed before the failure."""
+    unknown = sorted(set(renamed) - set(order))
+    if unknown:
+        raise ValueError(f"renamed host(s) {', '.join(unknown)} are not in the group")
+    return rollback_steps(rank_states(order, probed), replacing, renamed)
+
+
 def group_plan(order: Sequence[str], probed: Mapping[str, Mapping[str, Any]], differs: Sequence[str],
                answers: bool, replace: bool) -> Dict[str, Any]:
     """The whole decision of one run for one group, with every ordered step it may take."""
@@ -138,6 +153,6 @@ def group_plan(order: Sequence[str], probed: Mapping[str, Mapping[str, Any]], di
         "reason": decision.reason,
         "replacing": decision.replacing,
         "launch": launch_steps(ranks),
-        "rollback": rollback_steps(ranks, decision.replacing),
+        "rollback": rollback_steps(ranks, decision.replacing, launch_steps(ranks)["keep_previous"]),
         "stop": stop_order(order),
     }

@@ -10,7 +10,7 @@ import json
 from typing import Any, Dict, List, Tuple
 
 # Host facts serve needs (spark_serve_refusals and the cross-rank comparison), a subset of spark_host_facts.
-HOST_KEYS = ("kernel_release", "page_size", "page_size_flavour", "uvm_packing", "driver_running")
+HOST_KEYS = ("kernel_release", "page_size", "page_size_flavour", "uvm_packing", "driver_running", "kho_off")
 
 
 def parse_image(rc: int, stdout: str, stderr: str) -> Dict[str, Any]:

@@ -58,6 +58,21 @@ options:
   name:
     description: How RV(problems) name this rank (the inventory host); defaults to the node's hostname.
     type: str
+  gid_expect:
+    description:
+      - Planned fabric address (with or without prefix) of each RDMA device, as in M(sparkfleet.spark.spark_roce_gid);
+        RV(gid) says whether GID O(gid_index) of port 1 holds it as an IPv4 RoCE v2 GID (a peer reboot or a
+        C(netplan apply) can move GIDs, and NCCL then fails with "unhandled system error").
+    type: dict
+    default: {}
+  gid_index:
+    description: GID index NCCL and the engine use (C(NCCL_IB_GID_INDEX)).
+    type: int
+    default: 3
+  sysfs_root:
+    description: Root of the sysfs tree to read the GID tables from (tests point it at a fixture tree).
+    type: path
+    default: /sys
 extends_documentation_fragment: [sparkfleet.spark.spark_read_only]
 notes:
   - Needs the docker CLI, C(ss) and C(systemctl) on the node.
@@ -71,12 +86,13 @@ EXAMPLES = r"""
     paths: [/dev/infiniband]
     binds: [/var/lib/sparkfleet/models/deepseek-v4.1-flash, /var/lib/sparkfleet/serve-cache]
     ports: [8000, 9999]
+    gid_expect: {rocep1s0f0: 10.12.1.1/24, roceP2p1s0f0: 10.12.2.1/24}
   register: serve_probe
 """
 
 RETURN = r"""
 host:
-  description: kernel_release, page_size, page_size_flavour, uvm_packing, driver_running and unavailable (reasons).
+  description: kernel_release, page_size, page_size_flavour, uvm_packing, driver_running, kho_off and unavailable (reasons).
   returned: always
   type: dict
 image:
@@ -127,6 +143,12 @@ supervisor:
   description: load_state and active_state of O(supervisor_unit), or null without it.
   returned: always
   type: dict
+gid:
+  description:
+    - rdma_class (whether C(/sys/class/infiniband) exists), ok, msg and devices (one verdict per planned device).
+    - Without the RDMA class nothing is read and ok is null; the device policy decides what that means.
+  returned: always
+  type: dict
 problems:
   description: Every reason this rank must not launch (missing image or bind source, strays, busy ports), each naming the host.
   returned: always
@@ -138,8 +160,9 @@ import os
 from typing import Any, Dict, List, Tuple
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_gid import check_planned
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_host import (
-    Facts, HostIO, probe_driver_running, probe_kernel, probe_uvm)
+    Facts, HostIO, probe_cmdline, probe_driver_running, probe_kernel, probe_uvm)
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_serve_probe import (
     container_summary, guard_summary, host_subset, parse_containers, parse_image, parse_runtimes, parse_unit,
     rank_problems, ss_filter)
@@ -165,7 +188,7 @@ class Rank:
     def host(self) -> Dict[str, Any]:
         io = HostIO(self.run, lambda tool: self.module.get_bin_path(tool, required=False))
         facts = Facts()
-        for probe in (probe_kernel, probe_driver_running, probe_uvm):
+        for probe in (probe_kernel, probe_cmdline, probe_driver_running, probe_uvm):
             probe(io, facts)
         return host_subset(facts.result())
 
@@ -215,6 +238,7 @@ def probe(module: AnsibleModule, rank: Rank) -> Dict[str, Any]:
         "container": container, "strays": strays, "listeners": listeners,
         "guard": rank.guard(unit, p["state_dir"]),
         "supervisor": rank.unit(p["supervisor_unit"]) if p["supervisor_unit"] else None,
+        "gid": check_planned(p["sysfs_root"], p["gid_expect"], 1, p["gid_index"]),
         "problems": rank_problems(p["name"] or os.uname()[1], image, p["image"], missing,
                                   strays, container, listeners, p["ports"]),
     }
@@ -232,6 +256,9 @@ def main() -> None:
             "state_dir": {"type": "path", "default": "/run/sparkfleet/memguard"},
             "supervisor_unit": {"type": "str"},
             "name": {"type": "str"},
+            "gid_expect": {"type": "dict", "default": {}},
+            "gid_index": {"type": "int", "default": 3},
+            "sysfs_root": {"type": "path", "default": "/sys"},
         },
         supports_check_mode=True,
     )
