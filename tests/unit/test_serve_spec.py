@@ -316,5 +316,5 @@ def test_profiles_ignore_other_serve_variables(tp3: dict[str, Any]) -> None:
 
 def test_filters_are_registered() -> None:
     assert set(serve.FilterModule().filters()) == {"spark_serve_profiles", "spark_serve_spec", "spark_serve_args",
-                                                  "spark_serve_refusals"}
+                                                  "spark_serve_refusals", "spark_serve_fabric_refusals"}
 
