@@ -69,8 +69,9 @@ def test_a_replace_stops_keeps_and_restarts_only_what_ran() -> None:
         "remove_stopped": ["dgx3"],
         "start": ["dgx2", "dgx3", "dgx4", "dgx1"],
     }
-    assert plan["rollback"] == {"remove": ["dgx1", "dgx2", "dgx3", "dgx4"], "stop": [], "restore": ["dgx1", "dgx2"],
-                                "start": ["dgx2", "dgx1"]}
+    probed = _probed("running", "running", "exited", "absent", guards=("dgx4",))
+    assert engine.rollback_plan(ORDER4, probed, True, plan["launch"]["keep_previous"]) == {
+        "remove": ["dgx1", "dgx2", "dgx3", "dgx4"], "stop": [], "restore": ["dgx1", "dgx2"], "start": ["dgx2", "dgx1"]}
     assert plan["stop"] == ORDER4
 
 
@@ -78,7 +79,8 @@ def test_a_fresh_start_has_nothing_to_bring_back() -> None:
     plan = engine.group_plan(ORDER3, _probed("absent", "exited", "absent"), [], False, False)
     assert plan["launch"]["stop"] == [] and plan["launch"]["keep_previous"] == []
     assert plan["launch"]["remove_stopped"] == ["dgx2"]
-    assert plan["rollback"] == {"remove": ORDER3, "stop": [], "restore": [], "start": []}
+    assert engine.rollback_plan(ORDER3, _probed("absent", "exited", "absent"), plan["replacing"],
+                                plan["launch"]["keep_previous"]) == {"remove": ORDER3, "stop": [], "restore": [], "start": []}
 
 
 def test_the_supervisors_restart_follows_the_same_order() -> None:

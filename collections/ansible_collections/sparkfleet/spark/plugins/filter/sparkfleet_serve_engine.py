@@ -11,7 +11,7 @@ from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_serv
 
 def spark_serve_group(order: Sequence[str], probed: Mapping[str, Mapping[str, Any]], differs: Sequence[str],
                       answers: Any, replace: Any) -> dict[str, Any]:
-    """{action: keep|fresh|replace|refuse, reason, replacing, launch{...}, rollback{...}, stop[...]} for the
+    """{action: keep|fresh|replace|refuse, reason, replacing, launch{...}, stop[...]} for the
     hosts of one group in rank order, from each host's probe ({container, guard_present}) and the hosts whose
     running container differs from its spec."""
     try:

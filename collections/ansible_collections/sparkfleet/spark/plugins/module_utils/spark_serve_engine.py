@@ -153,6 +153,5 @@ def group_plan(order: Sequence[str], probed: Mapping[str, Mapping[str, Any]], di
         "reason": decision.reason,
         "replacing": decision.replacing,
         "launch": launch_steps(ranks),
-        "rollback": rollback_steps(ranks, decision.replacing, launch_steps(ranks)["keep_previous"]),
         "stop": stop_order(order),
     }
