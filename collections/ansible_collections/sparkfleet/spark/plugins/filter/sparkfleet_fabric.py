@@ -234,6 +234,17 @@ def _check_fabric(entry: Mapping[str, Any]) -> list[str]:
     return errors
 
 
+def _switch_port_list(entry: Mapping[str, Any]) -> Any:
+    return entry.get("spark_fabric_switch_ports", DEFAULT_SWITCH_PORTS)
+
+
+def _usable_switch_ports(ports: Any) -> bool:
+    # Whole ports, never single functions: a cable carries both functions of its port, and an unaddressed
+    # twin advertises no IPv4 GID, so RDMA to it fails (hardware-and-fabric.md section 6.4).
+    return (isinstance(ports, list) and bool(ports) and all(_is_int(p) and p in (0, 1) for p in ports)
+            and len(set(ports)) == len(ports))
+
+
 def _check_switch(entry: Mapping[str, Any], topology: Any) -> list[str]:
     """The switch-only settings: which QSFP ports reach the switch, and RoCE's traffic class there."""
     host = entry["host"]
@@ -241,11 +252,8 @@ def _check_switch(entry: Mapping[str, Any], topology: Any) -> list[str]:
         return [f"host {host}: {key} is only for spark_topology switched (a cabled topology has no switch)"
                 for key in ("spark_fabric_switch_ports", "spark_roce_traffic_class") if key in entry]
     errors: list[str] = []
-    ports = entry.get("spark_fabric_switch_ports", DEFAULT_SWITCH_PORTS)
-    # A cable carries both functions of its port, and an unaddressed twin advertises no IPv4 GID (RDMA to it
-    # fails), so rails come in whole ports.
-    if (not isinstance(ports, list) or not ports or not all(_is_int(p) and p in (0, 1) for p in ports)
-            or len(set(ports)) != len(ports)):
+    ports = _switch_port_list(entry)
+    if not _usable_switch_ports(ports):
         errors.append(f"host {host}: spark_fabric_switch_ports must list the QSFP ports cabled to the switch "
                       f"(0, 1 or both, each once), got {ports!r}")
     tclass = entry.get("spark_roce_traffic_class", _NCCL_POLICY.DEFAULT_TRAFFIC_CLASS)
@@ -328,14 +336,10 @@ def _group_errors(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     return errors
 
 
-def _switch_port_list(entry: Mapping[str, Any]) -> Any:
-    return entry.get("spark_fabric_switch_ports", DEFAULT_SWITCH_PORTS)
-
-
 def _rail_errors(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     """On a switch rail i uses the same subnet on every node, so every node reaches the switch on the same ports."""
     ports = [_switch_port_list(e) for e in entries]
-    if not all(isinstance(p, list) and all(_is_int(x) for x in p) for p in ports):
+    if not all(_usable_switch_ports(p) for p in ports):
         return []  # already reported per host
     first, want = entries[0]["host"], sorted(ports[0])
     errors = []
@@ -523,10 +527,11 @@ def spark_netplan(node: Mapping[str, Any], renderer: str = DEFAULT_NETPLAN_RENDE
             "accept-ra": False, "link-local": [], "optional": True,
         }
         if renderer == "NetworkManager":
-            # A switch rail has no far end to name: the connection is this node's port and path.
-            ends = sorted([node["host"], iface["peer_host"]]) if "peer_host" in iface else None
-            name = (f"cx7 {ends[0]}-{ends[1]} path{iface['path']}" if ends
-                    else f"cx7 {node['host']} switch port{iface['port']} path{iface['path']}")
+            if "peer_host" in iface:
+                low, high = sorted([node["host"], iface["peer_host"]])
+                name = f"cx7 {low}-{high} path{iface['path']}"
+            else:  # a switch rail has no far end to name: this node's port and path
+                name = f"cx7 {node['host']} switch port{iface['port']} path{iface['path']}"
             # `link-local: []` only removes fe80:: under networkd; NetworkManager's keyfile would say
             # ipv6.method=ignore and leave the kernel's link-local address in place, and a fabric port must
             # carry no IPv6 at all (GID index 3 stays the IPv4 RoCE v2 GID; drift and doctor refuse any IPv6).
