@@ -168,7 +168,8 @@ def _traffic_class(host: str, profile: str, traffic_class: Any) -> int | None:
     if traffic_class is None:
         return _POLICY.DEFAULT_TRAFFIC_CLASS
     if not isinstance(traffic_class, int) or isinstance(traffic_class, bool) or not 0 <= traffic_class <= 255:
-        raise AnsibleFilterError(f"host {host}: spark_roce_traffic_class must be an integer 0-255, got {traffic_class!r}")
+        raise AnsibleFilterError(f"host {host}: spark_roce_traffic_class must be an integer 0-255, "
+                                 f"got {traffic_class!r}")
     return traffic_class
 
 

@@ -71,7 +71,8 @@ def profile_error(where: str, profile: Any, topology: Any, node_count: int) -> s
     if profile in fits:
         return None
     fitting = f": use {' or '.join(fits)}" if fits else ""
-    return f"{where} {profile} is for {_fabric_of(profile)}, not spark_topology {topology} with {node_count} nodes{fitting}"
+    return (f"{where} {profile} is for {_fabric_of(profile)}, "
+            f"not spark_topology {topology} with {node_count} nodes{fitting}")
 
 
 def unsafe_text(value: str) -> bool:
