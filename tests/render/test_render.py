@@ -271,3 +271,77 @@ def test_a_64k_profile_on_a_4k_host_plan_renders_no_serve_json(tmp_path: Path) -
     said = " ".join(result.stdout.split())
     assert ("host n0: profile tp3-r6-64k requires the 64k kernel, the planned kernel (spark_kernel_candidate_release "
             "7.0.0-1019-nvidia) is the 4k flavour") in said
+
+
+# --- the switched fabric -----------------------------------------------------------------------------
+
+def switched_hosts(count: int) -> dict[str, dict[str, Any]]:
+    return {f"sw{r + 1}": {"ansible_host": f"10.2.0.{r + 1}", "spark_rank": r} for r in range(count)}
+
+
+def assert_switched_render(out: Path, plan: dict[str, Any], count: int, profile: str) -> None:
+    """Every node on every rail with its node id as host octet, the unconfirmed rule said in each netplan."""
+    assert plan["topology"] == "switched" and len(plan["nodes"]) == count
+    assert [r["subnet"] for r in plan["rails"]] == ["10.100.1.0/24", "10.100.2.0/24", "10.101.1.0/24", "10.101.2.0/24"]
+    written = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert written == sorted(["plan.json"] + [f"{n['host']}/{f}" for n in plan["nodes"] for f in ("netplan.yaml", "nccl.env")])
+    for node in plan["nodes"]:
+        n = node["node_id"]
+        text = (out / node["host"] / "netplan.yaml").read_text()
+        assert f"the host octet is the node id\n# ({n}). That host-octet rule is the reference's example and UNCONFIRMED" in text
+        eth = yaml.safe_load(text)["network"]["ethernets"]
+        assert {k: v["addresses"] for k, v in eth.items()} == {
+            "enp1s0f0np0": [f"10.100.1.{n}/24"], "enP2p1s0f0np0": [f"10.100.2.{n}/24"],
+            "enp1s0f1np1": [f"10.101.1.{n}/24"], "enP2p1s0f1np1": [f"10.101.2.{n}/24"]}
+        assert {v["mtu"] for v in eth.values()} == {9000}
+        assert eth["enP2p1s0f1np1"]["networkmanager"]["name"] == f"cx7 {node['host']} switch port1 path2"
+        env_path = out / node["host"] / "nccl.env"
+        assert env_path.read_text().startswith(f"# sparkfleet: collective environment of {node['host']} (profile {profile}).\n")
+        env = env_file(env_path)
+        assert env["NCCL_IB_HCA"] == "=roceP2p1s0f0,roceP2p1s0f1,rocep1s0f0,rocep1s0f1"
+        assert (env["NCCL_IB_TC"], env["NCCL_MAX_NCHANNELS"], env["NCCL_PROTO"]) == ("106", "8", "^LL128")
+        assert env["VLLM_HOST_IP"] == node["mgmt_address"] and "SPARKNET_ROCE_PEER_HCAS" not in env
+        if profile == "switched":
+            assert (env["SPARKNET_ROCE_HCA"], env["SPARKNET_ROCE_TOPOLOGY"], env["SPARKNET_ROCE_TRAFFIC_CLASS"]) == (
+                "rocep1s0f0,roceP2p1s0f0", "direct", "106")
+        else:
+            assert not [k for k in env if k.startswith("SPARKNET_")]
+
+
+def test_switched_pair_renders_the_nccl_only_control(tmp_path: Path) -> None:
+    inventory = write_inventory(tmp_path / "inv", switched_hosts(2),
+                                {"spark_topology": "switched", "spark_nccl_profile": "switched-nccl-only"})
+    result = play(inventory, "render.yml", "-e", f"spark_render_dir={tmp_path / 'out'}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    plan = json.loads((tmp_path / "out" / "plan.json").read_text())
+    assert_switched_render(tmp_path / "out", plan, 2, "switched-nccl-only")
+    said = " ".join(result.stdout.split())
+    assert "topology switched has no serving profile: no serving profile is measured on a switch yet" in said
+
+
+def test_switched_eight_node_inventory_renders(tmp_path: Path) -> None:
+    plan = render(ROOT / "tests" / "inventories" / "switched8", tmp_path)
+    assert_switched_render(tmp_path, plan, 8, "switched")
+    assert [n["node_id"] for n in plan["nodes"]] == [1, 2, 3, 4, 5, 6, 7, 200]
+    assert env_file(tmp_path / "spark-h" / "nccl.env")["NCCL_DEBUG"] == "INFO"
+
+
+def test_switched_sixteen_nodes_render(tmp_path: Path) -> None:
+    inventory = write_inventory(tmp_path / "inv", switched_hosts(16), {"spark_topology": "switched"})
+    plan = render(inventory, tmp_path / "out")
+    assert_switched_render(tmp_path / "out", plan, 16, "switched")
+    assert plan["nodes"][15]["interfaces"][3]["address"] == "10.101.2.16/24"
+
+
+# The profile/topology refusals are unit-tested (tests/unit/test_switched_plan.py); one playbook run shows a
+# switched refusal stops render before it writes.
+@pytest.mark.parametrize("count,group,message", [
+    (17, {"spark_topology": "switched"}, "spark_topology switched needs 2-16 hosts in group spark, found 17"),
+], ids=["seventeen"])
+def test_validate_refuses_a_bad_switched_inventory(tmp_path: Path, count: int, group: dict[str, Any], message: str) -> None:
+    inventory = write_inventory(tmp_path / "inv", switched_hosts(count), group)
+    out = tmp_path / "out"
+    result = play(inventory, "render.yml", "-e", f"spark_render_dir={out}")
+    assert result.returncode != 0
+    assert message in result.stdout, result.stdout
+    assert not out.exists(), "render must write nothing for an invalid inventory"

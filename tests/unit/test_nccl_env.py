@@ -127,3 +127,73 @@ def test_bad_gid_index_and_unknown_profile() -> None:
         env_of("triangle", 3, "dgx1", gid_index=-1)
     with pytest.raises(AnsibleFilterError, match="no NCCL profile for topology 'ring' with 3 nodes"):
         nccl.spark_nccl_profile("ring", 3)
+
+
+# --- the switched profiles (section 8.1 `switched` / `switched-nccl-only` columns, section 8.2) -----------
+
+SWITCHED_ONESHOT = {
+    "SPARKNET_ROCE_ALLREDUCE_CAPACITY_BYTES": "2097152", "SPARKNET_ROCE_ALLGATHER_MAX_BYTES": "4194304",
+    "SPARKNET_ROCE_SPIN_LIMIT": "5000000", "SPARKNET_ROCE_GID_INDEX": "3", "SPARKNET_ROCE_TOPOLOGY": "direct",
+    "SPARKNET_ROCE_HCA": "rocep1s0f0,roceP2p1s0f0", "SPARKNET_ROCE_TRAFFIC_CLASS": "106",
+}
+
+
+def switched_env(count: int, host: str, ports: list[int] | None = None, **kwargs: Any) -> dict[str, str]:
+    raw = [{"host": f"dgx{r + 1}", "spark_rank": r, "ansible_host": f"10.0.1.{r + 11}", "spark_topology": "switched"}
+           | ({"spark_fabric_switch_ports": ports} if ports else {}) for r in range(count)]
+    node = fabric.spark_plan_node(fabric.spark_plan(raw), host)
+    return nccl.spark_nccl_env(node, "switched", count, **kwargs)
+
+
+@pytest.mark.parametrize("count", [2, 8, 16])
+def test_switched_profile_is_the_direct_column_with_the_switch_rails(count: int) -> None:
+    host = f"dgx{count}"
+    env = switched_env(count, host)
+    direct = {k: v for k, v in TP3_DGX1.items() if k not in ("SPARKNET_ROCE_PEER_HCAS", "VLLM_HOST_IP")}
+    assert env == dict(sorted((direct | SWITCHED_ONESHOT | {
+        "NCCL_IB_TC": "106", "VLLM_HOST_IP": f"10.0.1.{count + 10}"}).items()))
+    assert nccl.spark_nccl_profile("switched", count) == "switched"
+
+
+def test_switched_nccl_only_control_has_no_one_shot_variables() -> None:
+    env = switched_env(8, "dgx3", profile="switched-nccl-only")
+    assert not [k for k in env if k.startswith("SPARKNET_")]
+    assert env["NCCL_IB_TC"] == "106" and env["NCCL_IB_HCA"] == "=roceP2p1s0f0,roceP2p1s0f1,rocep1s0f0,rocep1s0f1"
+    assert (env["NCCL_MAX_NCHANNELS"], env["NCCL_BUFFSIZE"], env["NCCL_CUMEM_ENABLE"]) == ("8", "1048576", "0")
+    assert "NCCL_ALGO" not in env and "NCCL_MIN_NCHANNELS" not in env
+    assert nccl.spark_nccl_profile("switched", 8, "switched-nccl-only") == "switched-nccl-only"
+
+
+def test_one_port_on_the_switch_gives_two_rails_for_both_transports() -> None:
+    env = switched_env(4, "dgx2", ports=[1], traffic_class=104, gid_index=5)
+    assert env["NCCL_IB_HCA"] == "=roceP2p1s0f1,rocep1s0f1"
+    assert env["SPARKNET_ROCE_HCA"] == "rocep1s0f1,roceP2p1s0f1"
+    assert env["NCCL_IB_TC"] == env["SPARKNET_ROCE_TRAFFIC_CLASS"] == "104"
+    assert env["NCCL_IB_GID_INDEX"] == env["SPARKNET_ROCE_GID_INDEX"] == "5"
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"profile": "tp3-triangle"}, "spark_nccl_profile tp3-triangle is for a triangle of 3 nodes, not spark_topology "
+                                  "switched with 8 nodes: use switched or switched-nccl-only"),
+    ({"profile": "mesh4"}, "spark_nccl_profile must be one of"),
+    ({"traffic_class": 300}, "host dgx1: spark_roce_traffic_class must be an integer 0-255, got 300"),
+    ({"overrides": {"SPARKNET_ROCE_PEER_HCAS": "{}"}},
+     "host dgx1: spark_nccl_overrides: SPARKNET_ROCE_PEER_HCAS must not be set on a switch"),
+    ({"overrides": {"SPARKNET_ROCE_HCA": "rocep1s0f0,roceP2p1s0f0,rocep1s0f1"}},
+     "SPARKNET_ROCE_HCA must be 1-2 of the NCCL_IB_HCA rails"),
+    ({"overrides": {"SPARKNET_ROCE_HCA": "mlx5_9"}}, "SPARKNET_ROCE_HCA must be 1-2 of the NCCL_IB_HCA rails"),
+    ({"overrides": {"NCCL_IB_HCA": "^rocep1s0f0"}}, "NCCL_IB_HCA must list 1-4 rails"),
+    ({"profile": "switched-nccl-only", "overrides": {"SPARKNET_ROCE_TOPOLOGY": "direct"}},
+     "SPARKNET_ROCE_TOPOLOGY must not be set with switched-nccl-only"),
+])
+def test_switched_refusals(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(AnsibleFilterError, match=message.replace("^", "\\^")):
+        switched_env(8, "dgx1", **kwargs)
+
+
+def test_a_cabled_profile_refuses_a_switch_setting_or_profile() -> None:
+    with pytest.raises(AnsibleFilterError, match="host dgx1: spark_roce_traffic_class is only for spark_topology switched"):
+        env_of("triangle", 3, "dgx1", traffic_class=106)
+    with pytest.raises(AnsibleFilterError, match="spark_nccl_profile switched is for a switched cluster of 2-16 nodes"):
+        env_of("triangle", 3, "dgx1", profile="switched")
+    assert env_of("triangle", 3, "dgx1", profile="tp3-triangle") == env_of("triangle", 3, "dgx1")

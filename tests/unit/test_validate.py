@@ -49,7 +49,7 @@ def test_valid_inventory_has_no_errors() -> None:
 
 
 @pytest.mark.parametrize("change,expected", [
-    (set_all("spark_topology", "mesh"), "host dgx1: spark_topology must be one of pair, triangle, ring, got 'mesh'"),
+    (set_all("spark_topology", "mesh"), "host dgx1: spark_topology must be one of pair, triangle, ring, switched, got 'mesh'"),
     (set_all("spark_topology", "ring"), "spark_topology ring needs 4-9 hosts in group spark, found 3"),
     (set_all("spark_topology", "pair"), "spark_topology pair needs 2 hosts in group spark, found 3"),
     (set_one(2, "spark_rank", 1), "hosts dgx2, dgx3: spark_rank 1 is duplicated"),

@@ -1,4 +1,4 @@
-"""Pure planning of the switchless fabric: inventory -> validated nodes -> cable plan -> netplan data.
+"""Pure planning of the fabric: inventory -> validated nodes -> cable (or switch rail) plan -> netplan data.
 
 Every function here is a pure function of its inputs (no I/O, no hostvars mutation), so render.yml
 and the roles compute byte-for-byte the same plan from the same inventory.
@@ -17,7 +17,15 @@ from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_memg
 from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_nccl_policy as _NCCL_POLICY
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_data import plain as _plain
 
-TOPOLOGY_SIZES: dict[str, tuple[int, int]] = {"pair": (2, 2), "triangle": (3, 3), "ring": (4, 9)}
+TOPOLOGY_SIZES: dict[str, tuple[int, int]] = {"pair": (2, 2), "triangle": (3, 3), "ring": (4, 9),
+                                              "switched": (2, 16)}
+# Node ids are host octets everywhere; the cabled scheme also writes two of them into one octet
+# (10.<a><b>.<path>.0/24), so it needs single digits. A switch shares one /24 per rail: any host octet.
+NODE_IDS: dict[str, tuple[int, int]] = {"switched": (1, 254)}
+CABLED_NODE_IDS = (1, 9)
+# Port p's two rails on a switch: <prefix>.<100 + p>.<path>.0/24 (hardware-and-fabric.md section 4.4).
+SWITCH_RAIL_OCTET = 100
+DEFAULT_SWITCH_PORTS = [0, 1]
 DEFAULT_MGMT_INTERFACE = "enP7s7"
 DEFAULT_FABRIC_PREFIX = 10
 DEFAULT_NETPLAN_RENDERER = "NetworkManager"
@@ -52,13 +60,15 @@ GUARD_KEYS = tuple(f"spark_serve_guard_{k}" for k in (
 INVENTORY_KEYS = (
     "spark_rank", "spark_node_id", "ansible_host", "spark_mgmt_address", "spark_topology",
     "spark_mgmt_interface", "spark_fabric_prefix", "spark_fabric_ports", "spark_fabric_netplan_renderer",
-    "spark_roce_gid_index", "spark_nccl_overrides",
+    "spark_roce_gid_index", "spark_nccl_overrides", "spark_nccl_profile", "spark_roce_traffic_class",
+    "spark_fabric_switch_ports",
 ) + HOST_PATH_KEYS + CONTROLLER_PATH_KEYS + GUARD_KEYS
 # Cluster-wide settings and the default each host has when it does not set one.
 GROUP_KEYS: dict[str, Any] = {
     "spark_topology": None, "spark_fabric_prefix": DEFAULT_FABRIC_PREFIX, "spark_fabric_ports": DEFAULT_PORTS,
     "spark_fabric_netplan_renderer": DEFAULT_NETPLAN_RENDERER, "spark_roce_gid_index": DEFAULT_GID_INDEX,
     "spark_mgmt_interface": DEFAULT_MGMT_INTERFACE,
+    "spark_nccl_profile": None, "spark_roce_traffic_class": _NCCL_POLICY.DEFAULT_TRAFFIC_CLASS,
 }
 # RFC 1123 labels: nothing that could be a path separator, '..', a quote, a space or a control character
 # once the name becomes a directory of render's output or a line of a generated file.
@@ -178,7 +188,7 @@ def _check_host_name(host: str) -> list[str]:
     return []
 
 
-def _check_identity(entry: Mapping[str, Any]) -> list[str]:
+def _check_identity(entry: Mapping[str, Any], topology: Any) -> list[str]:
     host = entry["host"]
     errors: list[str] = []
     rank = entry.get("spark_rank")
@@ -187,10 +197,12 @@ def _check_identity(entry: Mapping[str, Any]) -> list[str]:
     elif not _is_int(rank):
         errors.append(f"host {host}: spark_rank must be an integer, got {rank!r}")
     node_id = entry.get("spark_node_id", rank + 1 if _is_int(rank) else None)
+    low, high = NODE_IDS.get(topology, CABLED_NODE_IDS)
     if "spark_node_id" in entry and not _is_int(node_id):
         errors.append(f"host {host}: spark_node_id must be an integer, got {node_id!r}")
-    elif _is_int(node_id) and not 1 <= node_id <= 9:
-        errors.append(f"host {host}: spark_node_id must be within 1-9, got {node_id}")
+    elif _is_int(node_id) and not low <= node_id <= high:
+        why = " (the host octet of every rail address)" if topology in NODE_IDS else ""
+        errors.append(f"host {host}: spark_node_id must be within {low}-{high}{why}, got {node_id}")
     mgmt = entry.get("spark_mgmt_address", entry.get("ansible_host"))
     if mgmt is None:
         errors.append(f"host {host}: spark_mgmt_address (or ansible_host) is not set")
@@ -222,6 +234,42 @@ def _check_fabric(entry: Mapping[str, Any]) -> list[str]:
     return errors
 
 
+def _switch_port_list(entry: Mapping[str, Any]) -> Any:
+    return entry.get("spark_fabric_switch_ports", DEFAULT_SWITCH_PORTS)
+
+
+def _usable_switch_ports(ports: Any) -> bool:
+    # Whole ports, never single functions: a cable carries both functions of its port, and an unaddressed
+    # twin advertises no IPv4 GID, so RDMA to it fails (hardware-and-fabric.md section 6.4).
+    return (isinstance(ports, list) and bool(ports) and all(_is_int(p) and p in (0, 1) for p in ports)
+            and len(set(ports)) == len(ports))
+
+
+def _check_switch(entry: Mapping[str, Any], topology: Any) -> list[str]:
+    """The switch-only settings: which QSFP ports reach the switch, and RoCE's traffic class there."""
+    host = entry["host"]
+    if topology != "switched":
+        return [f"host {host}: {key} is only for spark_topology switched (a cabled topology has no switch)"
+                for key in ("spark_fabric_switch_ports", "spark_roce_traffic_class") if key in entry]
+    errors: list[str] = []
+    ports = _switch_port_list(entry)
+    if not _usable_switch_ports(ports):
+        errors.append(f"host {host}: spark_fabric_switch_ports must list the QSFP ports cabled to the switch "
+                      f"(0, 1 or both, each once), got {ports!r}")
+    tclass = entry.get("spark_roce_traffic_class", _NCCL_POLICY.DEFAULT_TRAFFIC_CLASS)
+    if not _is_int(tclass) or not 0 <= tclass <= 255:
+        errors.append(f"host {host}: spark_roce_traffic_class must be an integer 0-255, got {tclass!r}")
+    return errors
+
+
+def _switched_profile(entry: Mapping[str, Any], topology: Any) -> str | None:
+    """The switched profile a host's overrides are checked against; None off a switch."""
+    if topology != "switched":
+        return None
+    chosen = entry.get("spark_nccl_profile")
+    return chosen if chosen in _NCCL_POLICY.SWITCHED_PROFILES else _NCCL_POLICY.SWITCHED_PROFILES[0]
+
+
 def _path_error(key: str, value: Any, roots: Sequence[str]) -> str | None:
     if (not isinstance(value, str) or not value.startswith("/") or _NCCL_POLICY.unsafe_text(value)
             or ".." in value.split("/")):
@@ -247,13 +295,18 @@ def _check_paths_and_guards(entry: Mapping[str, Any], controller_roots: Sequence
 
 def _node_errors(entry: Mapping[str, Any], controller_roots: Sequence[str]) -> list[str]:
     host = entry["host"]
-    errors = _check_host_name(host) + _check_identity(entry)
     topology = entry.get("spark_topology")
+    errors = _check_host_name(host) + _check_identity(entry, topology)
     if topology not in TOPOLOGY_SIZES:
         errors.append(f"host {host}: spark_topology must be one of {', '.join(TOPOLOGY_SIZES)}, got {topology!r}")
-    errors += _check_fabric(entry)
+    errors += _check_fabric(entry) + _check_switch(entry, topology)
+    chosen = entry.get("spark_nccl_profile")
+    if chosen is not None and chosen not in _NCCL_POLICY.PROFILE_NAMES:
+        errors.append(f"host {host}: spark_nccl_profile must be one of {', '.join(_NCCL_POLICY.PROFILE_NAMES)}, "
+                      f"got {chosen!r}")
     errors += _NCCL_POLICY.override_errors(f"host {host}: spark_nccl_overrides", entry.get("spark_nccl_overrides", {}),
-                                           ring=topology == "ring")
+                                           ring=topology == "ring",
+                                           switched_profile=_switched_profile(entry, topology))
     return errors + _check_paths_and_guards(entry, controller_roots)
 
 
@@ -283,6 +336,23 @@ def _group_errors(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     return errors
 
 
+def _rail_errors(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+    """On a switch rail i uses the same subnet on every node, so every node reaches the switch on the same ports."""
+    ports = [_switch_port_list(e) for e in entries]
+    if not all(_usable_switch_ports(p) for p in ports):
+        return []  # already reported per host
+    first, want = entries[0]["host"], sorted(ports[0])
+    errors = []
+    for e, have in zip(entries[1:], ports[1:]):
+        if len(have) != len(want):
+            errors.append(f"host {e['host']}: spark_fabric_switch_ports gives {2 * len(have)} rails, host {first} "
+                          f"{2 * len(want)}: every node on a switch needs the same rail count")
+        elif sorted(have) != want:
+            errors.append(f"host {e['host']}: spark_fabric_switch_ports {sorted(have)} differs from host {first}'s "
+                          f"{want}: each rail's subnet belongs to one port, so every node uses the same ports")
+    return errors
+
+
 def _cluster_errors(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     errors = _group_errors(entries)
     topology = entries[0].get("spark_topology") if entries else None
@@ -291,6 +361,12 @@ def _cluster_errors(entries: Sequence[Mapping[str, Any]]) -> list[str]:
         if not low <= len(entries) <= high:
             want = str(low) if low == high else f"{low}-{high}"
             errors.append(f"spark_topology {topology} needs {want} hosts in group spark, found {len(entries)}")
+        elif entries[0].get("spark_nccl_profile") in _NCCL_POLICY.PROFILE_NAMES:
+            problem = _NCCL_POLICY.profile_error(f"host {entries[0]['host']}: spark_nccl_profile",
+                                                 entries[0]["spark_nccl_profile"], topology, len(entries))
+            errors += [problem] if problem else []
+    if topology == "switched":
+        errors += _rail_errors(entries)
     ranks = [e.get("spark_rank") for e in entries]
     if all(_is_int(r) for r in ranks) and sorted(ranks) != list(range(len(entries))):
         for value, hosts in sorted(_duplicates(entries, "spark_rank").items()):
@@ -350,6 +426,7 @@ def _nodes(raw: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "mgmt_interface": e.get("spark_mgmt_interface", DEFAULT_MGMT_INTERFACE),
             "prefix": int(prefix),
             "ports": {p["port"]: {q["path"]: q for q in p["paths"]} for p in e.get("spark_fabric_ports", DEFAULT_PORTS)},
+            "switch_ports": sorted(_switch_port_list(e)),
         })
     return sorted(nodes, key=lambda n: n["rank"])
 
@@ -371,13 +448,40 @@ def _host_address(subnet: netaddr.IPNetwork, node_id: int) -> str:
     return str(netaddr.IPAddress(int(subnet.network) + node_id))
 
 
+_NODE_KEYS = ("host", "rank", "node_id", "mgmt_address", "mgmt_interface")
+
+
+def _rail_subnet(prefix: int, port: int, path: int) -> netaddr.IPNetwork:
+    return netaddr.IPNetwork(f"{prefix}.{SWITCH_RAIL_OCTET + port}.{path}.0/24")
+
+
+def _switched_plan(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One /24 per rail shared by every node, the node id as host octet: no cables, no peers."""
+    plan_nodes = []
+    for n in nodes:
+        ifaces = []
+        for port in n["switch_ports"]:
+            for path in (1, 2):
+                subnet, end = _rail_subnet(n["prefix"], port, path), n["ports"][port][path]
+                ifaces.append({"netdev": end["netdev"], "rdma": end["rdma"], "port": port, "path": path,
+                               "address": f"{_host_address(subnet, n['node_id'])}/{subnet.prefixlen}",
+                               "subnet": str(subnet)})
+        plan_nodes.append({k: n[k] for k in _NODE_KEYS} | {"switch_ports": n["switch_ports"], "interfaces": ifaces})
+    first = nodes[0]
+    rails = [{"port": port, "path": path, "subnet": str(_rail_subnet(first["prefix"], port, path))}
+             for port in first["switch_ports"] for path in (1, 2)]
+    return {"topology": "switched", "rails": rails, "nodes": plan_nodes}
+
+
 def spark_plan(raw: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The complete fabric plan: every node's interfaces, addresses and peers."""
+    """The complete fabric plan: every node's interfaces, addresses and peers (rails on a switch)."""
     errors = spark_validate(raw)
     if errors:
         raise AnsibleFilterError("inventory is invalid:\n  " + "\n  ".join(errors))
     topology = raw[0]["spark_topology"]
     nodes = _nodes(raw)
+    if topology == "switched":
+        return _switched_plan(nodes)
     interfaces: dict[int, list[dict[str, Any]]] = {n["rank"]: [] for n in nodes}
     for rank_a, port_a, rank_b, port_b, cable in _cables(topology, len(nodes)):
         a, b = nodes[rank_a], nodes[rank_b]
@@ -399,8 +503,7 @@ def spark_plan(raw: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     plan_nodes = []
     for n in nodes:
         ifaces = sorted(interfaces[n["rank"]], key=lambda i: (i["port"], i["path"]))
-        plan_nodes.append({k: n[k] for k in ("host", "rank", "node_id", "mgmt_address", "mgmt_interface")}
-                          | {"interfaces": ifaces})
+        plan_nodes.append({k: n[k] for k in _NODE_KEYS} | {"interfaces": ifaces})
     return {"topology": topology, "nodes": plan_nodes}
 
 
@@ -424,12 +527,15 @@ def spark_netplan(node: Mapping[str, Any], renderer: str = DEFAULT_NETPLAN_RENDE
             "accept-ra": False, "link-local": [], "optional": True,
         }
         if renderer == "NetworkManager":
-            ends = sorted([node["host"], iface["peer_host"]])
+            if "peer_host" in iface:
+                low, high = sorted([node["host"], iface["peer_host"]])
+                name = f"cx7 {low}-{high} path{iface['path']}"
+            else:  # a switch rail has no far end to name: this node's port and path
+                name = f"cx7 {node['host']} switch port{iface['port']} path{iface['path']}"
             # `link-local: []` only removes fe80:: under networkd; NetworkManager's keyfile would say
             # ipv6.method=ignore and leave the kernel's link-local address in place, and a fabric port must
             # carry no IPv6 at all (GID index 3 stays the IPv4 RoCE v2 GID; drift and doctor refuse any IPv6).
-            entry["networkmanager"] = {"name": f"cx7 {ends[0]}-{ends[1]} path{iface['path']}",
-                                       "passthrough": {"ipv6.method": "disabled"}}
+            entry["networkmanager"] = {"name": name, "passthrough": {"ipv6.method": "disabled"}}
         ethernets[iface["netdev"]] = entry
     return {"network": {"version": 2, "renderer": renderer, "ethernets": ethernets}}
 

@@ -220,6 +220,7 @@ NO_PROFILE: Dict[str, str] = {
     "pair": ("DeepSeek V4.1 Flash does not fit in two DGX Sparks (TP2 runs out of memory; a V4 TP2 recipe rebooted "
              "a host): serve needs a triangle (3 nodes) or a ring of 4"),
     "ring": "no promoted serving profile for a ring of more than 4 nodes (one TP group is qualified up to TP4)",
+    "switched": "no serving profile is measured on a switch yet (the reference's switched fabric is unmeasured)",
 }
 
 # Site settings (spark_serve_<name>): the same for every profile; an inventory sets them as site overrides.
