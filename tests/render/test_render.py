@@ -326,13 +326,6 @@ def test_switched_eight_node_inventory_renders(tmp_path: Path) -> None:
     assert env_file(tmp_path / "spark-h" / "nccl.env")["NCCL_DEBUG"] == "INFO"
 
 
-def test_switched_sixteen_nodes_render(tmp_path: Path) -> None:
-    inventory = write_inventory(tmp_path / "inv", switched_hosts(16), {"spark_topology": "switched"})
-    plan = render(inventory, tmp_path / "out")
-    assert_switched_render(tmp_path / "out", plan, 16, "switched")
-    assert plan["nodes"][15]["interfaces"][3]["address"] == "10.101.2.16/24"
-
-
 # The profile/topology refusals are unit-tested (tests/unit/test_switched_plan.py); one playbook run shows a
 # switched refusal stops render before it writes.
 @pytest.mark.parametrize("count,group,message", [
