@@ -2,12 +2,14 @@
 and filters the way Ansible does at run time."""
 from __future__ import annotations
 
+import copy
+
 import importlib.util
 import json
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -72,3 +74,17 @@ def run_module(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         raise AssertionError(f"{name} returned without exit_json/fail_json")
 
     yield _run
+
+
+# Inventory mutations for the data-driven refusal tables: each returns a change applied to a list of raw entries.
+def set_all(key: str, value: Any) -> Callable[[list[dict[str, Any]]], None]:
+    def _change(raw: list[dict[str, Any]]) -> None:
+        for e in raw:
+            e[key] = copy.deepcopy(value)
+    return _change
+
+
+def set_one(index: int, key: str, value: Any) -> Callable[[list[dict[str, Any]]], None]:
+    def _change(raw: list[dict[str, Any]]) -> None:
+        raw[index][key] = copy.deepcopy(value)
+    return _change

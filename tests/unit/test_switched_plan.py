@@ -8,7 +8,7 @@ from typing import Any, Callable
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from testlib import load_source
+from testlib import load_source, set_all, set_one
 
 fabric = load_source("filter", "sparkfleet_fabric")
 
@@ -75,18 +75,6 @@ def test_switched_netplan_names_the_node_port_and_path() -> None:
 
 
 # --- refusals ----------------------------------------------------------------------------------------
-
-def set_all(key: str, value: Any) -> Callable[[list[dict[str, Any]]], None]:
-    def _change(raw: list[dict[str, Any]]) -> None:
-        for e in raw:
-            e[key] = copy.deepcopy(value)
-    return _change
-
-
-def set_one(index: int, key: str, value: Any) -> Callable[[list[dict[str, Any]]], None]:
-    def _change(raw: list[dict[str, Any]]) -> None:
-        raw[index][key] = copy.deepcopy(value)
-    return _change
 
 
 def resize(count: int) -> Callable[[list[dict[str, Any]]], None]:

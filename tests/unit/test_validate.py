@@ -7,7 +7,7 @@ from typing import Any, Callable
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from testlib import load_source
+from testlib import load_source, set_all, set_one
 
 fabric = load_source("filter", "sparkfleet_fabric")
 
@@ -22,18 +22,6 @@ def mutate(change: Callable[[list[dict[str, Any]]], None]) -> list[str]:
     change(raw)
     return fabric.spark_validate(raw)
 
-
-def set_all(key: str, value: Any) -> Callable[[list[dict[str, Any]]], None]:
-    def _change(raw: list[dict[str, Any]]) -> None:
-        for e in raw:
-            e[key] = copy.deepcopy(value)
-    return _change
-
-
-def set_one(index: int, key: str, value: Any) -> Callable[[list[dict[str, Any]]], None]:
-    def _change(raw: list[dict[str, Any]]) -> None:
-        raw[index][key] = value
-    return _change
 
 
 def broken_ports(raw: list[dict[str, Any]]) -> None:
