@@ -104,7 +104,9 @@ main() {
     log "built $tag in $(($(date +%s) - start))s"
   fi
   [[ $NAME == node ]] || save_archive "$tag"
-  echo "$tag" >"$BUILD_DIR/$NAME-image.tag"
+  # Renamed into place: scenarios running side by side read the tag while another one refreshes it.
+  echo "$tag" >"$BUILD_DIR/$NAME-image.tag.part"
+  mv "$BUILD_DIR/$NAME-image.tag.part" "$BUILD_DIR/$NAME-image.tag"
   echo "$tag"
 }
 
