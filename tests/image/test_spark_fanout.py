@@ -120,14 +120,14 @@ ENDED = {"dgx2": False, "dgx3": True}
 
 @pytest.mark.parametrize("arrived, total, previous, interval, expected", [
     ({"dgx2": 12 * GIB, "dgx3": 160 * GIB}, 160 * GIB, None, 0,
-     ["dgx1 -> dgx2: 12.0 GiB of 160.0 GiB (7.5 %), sending", "dgx1 -> dgx3: 160.0 GiB of 160.0 GiB (100.0 %), done"]),
+     ["dgx1 -> dgx2: 12.0 GiB of 160.0 GiB (7.5 %), sending", "dgx1 -> dgx3: 160.0 GiB of 160.0 GiB (100.0 %), ended"]),
     ({"dgx2": 12 * GIB, "dgx3": 160 * GIB}, 160 * GIB, {"dgx2": 9 * GIB, "dgx3": 157 * GIB}, 30,
      ["dgx1 -> dgx2: 12.0 GiB of 160.0 GiB (7.5 %), 102.4 MiB/s, sending",
-      "dgx1 -> dgx3: 160.0 GiB of 160.0 GiB (100.0 %), 102.4 MiB/s, done"]),
+      "dgx1 -> dgx3: 160.0 GiB of 160.0 GiB (100.0 %), 102.4 MiB/s, ended"]),
     # Unknown total (0): bytes only. Temporary files can take a receiver past the total: never above 100 %.
-    ({"dgx2": 1536, "dgx3": 0}, 0, None, 0, ["dgx1 -> dgx2: 1.5 KiB, sending", "dgx1 -> dgx3: 0 B, done"]),
+    ({"dgx2": 1536, "dgx3": 0}, 0, None, 0, ["dgx1 -> dgx2: 1.5 KiB, sending", "dgx1 -> dgx3: 0 B, ended"]),
     ({"dgx2": 2 * GIB, "dgx3": GIB}, GIB, {"dgx2": 3 * GIB}, 10,
-     ["dgx1 -> dgx2: 2.0 GiB of 1.0 GiB (100.0 %), 0 B/s, sending", "dgx1 -> dgx3: 1.0 GiB of 1.0 GiB (100.0 %), done"]),
+     ["dgx1 -> dgx2: 2.0 GiB of 1.0 GiB (100.0 %), 0 B/s, sending", "dgx1 -> dgx3: 1.0 GiB of 1.0 GiB (100.0 %), ended"]),
 ])
 def test_progress_lines_name_each_cable_its_bytes_rate_and_state(arrived: Dict[str, int], total: int,
                                                                  previous: Any, interval: int,

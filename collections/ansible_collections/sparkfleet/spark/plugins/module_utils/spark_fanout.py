@@ -140,7 +140,7 @@ def progress_lines(wave: Sequence[Mapping[str, Any]], arrived: Mapping[str, Any]
                    interval_s: Any = 0) -> List[str]:
     """One line per transfer of `wave` ({from, to}): bytes on the receiver (`arrived`, by host) of `total_bytes`
     (0: unknown), the rate since `previous` (bytes by host, `interval_s` ago) and whether it ended (`ended`, by
-    host). The first line says how long the wave has run."""
+    host; how it ended is the transfer's own result). The first line says how long the wave has run."""
     if isinstance(elapsed_s, bool) or not isinstance(elapsed_s, (int, float)) or elapsed_s < 0:
         raise FanoutError(f"elapsed_s must be seconds >= 0, got {elapsed_s!r}")
     total = _count(total_bytes, "total_bytes")
@@ -156,5 +156,5 @@ def progress_lines(wave: Sequence[Mapping[str, Any]], arrived: Mapping[str, Any]
         if previous is not None and receiver in previous and interval_s and float(interval_s) > 0:
             gained = max(done - _count(previous[receiver], f"previous bytes of {receiver}"), 0)
             text += f", {human_bytes(int(gained / float(interval_s)))}/s"
-        lines.append(text + (", done" if ended.get(receiver) else ", sending"))
+        lines.append(text + (", ended" if ended.get(receiver) else ", sending"))
     return lines
