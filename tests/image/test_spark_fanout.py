@@ -107,3 +107,55 @@ def test_a_sender_without_a_hashed_check_is_not_trusted() -> None:
     assert holders == ["dgx2"] and refused == {"dgx3": "dgx3 (holder, not sent from): its files were not hashed"
                                                        "; it is synced again from a verified holder"}
     assert vetted_holders(["dgx2"], [], {}) == (["dgx2"], {})
+
+
+# --- progress_lines: one line per transfer of a wave ---------------------------------------------------------
+
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_fanout import progress_lines  # noqa: E402
+
+GIB = 1024 ** 3
+WAVE = [{"from": "dgx1", "to": "dgx2", "address": "10.12.1.2"}, {"from": "dgx1", "to": "dgx3", "address": "10.13.1.3"}]
+ENDED = {"dgx2": False, "dgx3": True}
+
+
+@pytest.mark.parametrize("arrived, total, previous, interval, expected", [
+    ({"dgx2": 12 * GIB, "dgx3": 160 * GIB}, 160 * GIB, None, 0,
+     ["dgx1 -> dgx2: 12.0 GiB of 160.0 GiB (7.5 %), sending", "dgx1 -> dgx3: 160.0 GiB of 160.0 GiB (100.0 %), ended"]),
+    ({"dgx2": 12 * GIB, "dgx3": 160 * GIB}, 160 * GIB, {"dgx2": 9 * GIB, "dgx3": 157 * GIB}, 30,
+     ["dgx1 -> dgx2: 12.0 GiB of 160.0 GiB (7.5 %), 102.4 MiB/s, sending",
+      "dgx1 -> dgx3: 160.0 GiB of 160.0 GiB (100.0 %), 102.4 MiB/s, ended"]),
+    # Unknown total (0): bytes only. Temporary files can take a receiver past the total: never above 100 %.
+    ({"dgx2": 1536, "dgx3": 0}, 0, None, 0, ["dgx1 -> dgx2: 1.5 KiB, sending", "dgx1 -> dgx3: 0 B, ended"]),
+    ({"dgx2": 2 * GIB, "dgx3": GIB}, GIB, {"dgx2": 3 * GIB}, 10,
+     ["dgx1 -> dgx2: 2.0 GiB of 1.0 GiB (100.0 %), 0 B/s, sending", "dgx1 -> dgx3: 1.0 GiB of 1.0 GiB (100.0 %), ended"]),
+])
+def test_progress_lines_name_each_cable_its_bytes_rate_and_state(arrived: Dict[str, int], total: int,
+                                                                 previous: Any, interval: int,
+                                                                 expected: List[str]) -> None:
+    lines = progress_lines(WAVE, arrived, ENDED, total, 95.7, previous, interval)
+    assert lines == ["95 s since the wave started", *expected]
+
+
+@pytest.mark.parametrize("arrived, total, elapsed, message", [
+    ({"dgx2": 1}, 10, 1, "no byte count for the receiver dgx3 of dgx1"),
+    ({"dgx2": -1, "dgx3": 0}, 10, 1, "bytes of dgx2 must be a number of bytes >= 0, got -1"),
+    ({"dgx2": "12", "dgx3": 0}, 10, 1, "bytes of dgx2 must be a number of bytes >= 0, got '12'"),
+    ({"dgx2": 1, "dgx3": 1}, -5, 1, "total_bytes must be a number of bytes >= 0, got -5"),
+    ({"dgx2": 1, "dgx3": 1}, 10, -1, "elapsed_s must be seconds >= 0, got -1"),
+])
+def test_progress_lines_refuse_what_is_not_a_count(arrived: Dict[str, Any], total: Any, elapsed: Any,
+                                                   message: str) -> None:
+    with pytest.raises(FanoutError, match=message):
+        progress_lines(WAVE, arrived, ENDED, total, elapsed)
+
+
+def test_the_filter_wraps_errors_and_refuses_a_wave_that_is_not_a_list() -> None:
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.sparkfleet.spark.plugins.filter.sparkfleet_image import spark_fanout_progress
+    assert spark_fanout_progress(WAVE, {"dgx2": 0, "dgx3": 0}, ENDED, 0, 0)[1] == "dgx1 -> dgx2: 0 B, sending"
+    with pytest.raises(AnsibleFilterError, match="wave must be a list"):
+        spark_fanout_progress("dgx1", {}, ENDED, 0, 0)
+    with pytest.raises(AnsibleFilterError, match="ended must map each receiver"):
+        spark_fanout_progress(WAVE, {}, [], 0, 0)
+    with pytest.raises(AnsibleFilterError, match="no byte count for the receiver dgx2"):
+        spark_fanout_progress(WAVE, {}, ENDED, 0, 0)

@@ -112,6 +112,18 @@ def spark_fanout_vetted(holders: Any, senders: Any, checks: Any) -> dict[str, An
     return {"holders": kept, "refused": refused}
 
 
+def spark_fanout_progress(wave: Any, arrived: Any, ended: Any, total_bytes: Any, elapsed_s: Any,
+                          previous: Any = None, interval_s: Any = 0) -> list[str]:
+    """Progress lines of one wave: each transfer's bytes on its receiver of the total, the rate, done or not."""
+    if not isinstance(wave, Sequence) or isinstance(wave, (str, bytes)) or not all(isinstance(t, Mapping) for t in wave):
+        raise AnsibleFilterError("spark_fanout_progress: wave must be a list of {from, to} transfers")
+    for name, value in (("arrived", arrived), ("ended", ended), ("previous", previous)):
+        if not isinstance(value, Mapping) and not (name == "previous" and value is None):
+            raise AnsibleFilterError(f"spark_fanout_progress: {name} must map each receiver to a value")
+    return _call(_FANOUT.progress_lines, [dict(t) for t in wave], dict(arrived), dict(ended), total_bytes,
+                 elapsed_s, None if previous is None else dict(previous), interval_s)
+
+
 class FilterModule:
     """sparkfleet image and distribution filters."""
 
@@ -127,4 +139,5 @@ class FilterModule:
             "spark_fanout_waves": spark_fanout_waves,
             "spark_fanout_senders": spark_fanout_senders,
             "spark_fanout_vetted": spark_fanout_vetted,
+            "spark_fanout_progress": spark_fanout_progress,
         }

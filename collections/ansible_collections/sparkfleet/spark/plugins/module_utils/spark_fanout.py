@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_disk import human_bytes
+
 
 class FanoutError(Exception):
     """The plan cannot deliver to every target; the message names the nodes."""
@@ -121,3 +123,38 @@ def vetted_holders(holders: Sequence[str], senders: Sequence[str],
                 else "its files were not hashed")
         refused[host] = f"{host} (holder, not sent from): {what}; it is synced again from a verified holder"
     return [h for h in holders if h not in refused], refused
+
+
+# --- Progress of a wave -----------------------------------------------------------------------------
+# A transfer of tens of GiB runs for minutes; the controller reads each receiver's bytes once per round and
+# prints one line per transfer, so an operator sees which cable carries what and whether it still moves.
+
+def _count(value: Any, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise FanoutError(f"{field} must be a number of bytes >= 0, got {value!r}")
+    return int(value)
+
+
+def progress_lines(wave: Sequence[Mapping[str, Any]], arrived: Mapping[str, Any], ended: Mapping[str, Any],
+                   total_bytes: Any, elapsed_s: Any, previous: Optional[Mapping[str, Any]] = None,
+                   interval_s: Any = 0) -> List[str]:
+    """One line per transfer of `wave` ({from, to}): bytes on the receiver (`arrived`, by host) of `total_bytes`
+    (0: unknown), the rate since `previous` (bytes by host, `interval_s` ago) and whether it ended (`ended`, by
+    host; how it ended is the transfer's own result). The first line says how long the wave has run."""
+    if isinstance(elapsed_s, bool) or not isinstance(elapsed_s, (int, float)) or elapsed_s < 0:
+        raise FanoutError(f"elapsed_s must be seconds >= 0, got {elapsed_s!r}")
+    total = _count(total_bytes, "total_bytes")
+    lines = [f"{int(elapsed_s)} s since the wave started"]
+    for transfer in wave:
+        receiver = str(transfer.get("to") or "")
+        if not receiver or receiver not in arrived:
+            raise FanoutError(f"no byte count for the receiver {receiver or '(unnamed)'} of {transfer.get('from')}")
+        done = _count(arrived[receiver], f"bytes of {receiver}")
+        text = f"{transfer.get('from')} -> {receiver}: {human_bytes(done)}"
+        if total:
+            text += f" of {human_bytes(total)} ({min(done / total, 1.0) * 100:.1f} %)"
+        if previous is not None and receiver in previous and interval_s and float(interval_s) > 0:
+            gained = max(done - _count(previous[receiver], f"previous bytes of {receiver}"), 0)
+            text += f", {human_bytes(int(gained / float(interval_s)))}/s"
+        lines.append(text + (", ended" if ended.get(receiver) else ", sending"))
+    return lines
