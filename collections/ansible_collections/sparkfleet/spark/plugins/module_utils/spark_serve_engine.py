@@ -155,3 +155,56 @@ def group_plan(order: Sequence[str], probed: Mapping[str, Mapping[str, Any]], di
         "launch": launch_steps(ranks),
         "stop": stop_order(order),
     }
+
+
+# The end of a failed command's stderr is the part that says why.
+STDERR_TAIL = 400
+
+
+def _failure_line(task: Mapping[str, Any], result: Mapping[str, Any]) -> str:
+    msg = str(result.get("msg") or "failed").strip()
+    stderr = str(result.get("stderr") or "").strip()[-STDERR_TAIL:]
+    name = str(task.get("name") or "").strip()
+    line = f"{name}: {msg}" if name else msg
+    return f"{line}: {stderr}" if stderr else line
+
+
+def _failed_items(result: Mapping[str, Any]) -> List[Mapping[str, Any]]:
+    return [r for r in result.get("results") or [] if isinstance(r, Mapping) and r.get("failed")]
+
+
+def _item_target(item: Mapping[str, Any]) -> Any:
+    """The rank a loop item ran for: the serve role loops over ranks with the loop variable serve_target."""
+    return item.get(str(item.get("ansible_loop_var") or "item"))
+
+
+def _entries(host: str, task: Mapping[str, Any], result: Mapping[str, Any]) -> List[Tuple[str, str]]:
+    items = _failed_items(result)
+    if items:
+        return [(str(_item_target(r) or host), _failure_line(task, r)) for r in items]
+    return [(host, _failure_line(task, result))]
+
+
+def failure_text(order: Sequence[str], results: Mapping[str, Any], tasks: Mapping[str, Any]) -> str:
+    """What failed, from each rank's failed result and task (Ansible's ansible_failed_result and
+    ansible_failed_task; None where that rank did not fail itself but was sent to the rollback with the group).
+
+    A group-wide check (one run_once task) fails every rank with one message that already names the ranks: it
+    is given once, as it is. Otherwise each distinct failure is given with the ranks it happened on and the
+    step; a loop over the ranks (a run_once docker command per rank) names the rank of each failed item.
+    """
+    failed = [h for h in order if results.get(h)]
+    if not failed:
+        return "a rank failed without a result (see the task above)"
+    msgs = {str(results[h].get("msg") or "").strip() for h in failed}
+    looped = any(_failed_items(results[h]) for h in failed)
+    if len(failed) == len(order) and len(msgs) == 1 and not looped:
+        lines = {_failure_line(tasks.get(h) or {}, results[h]) for h in failed}
+        if len(lines) == 1:
+            return msgs.pop() or lines.pop()
+    grouped: Dict[str, List[str]] = {}
+    for host in failed:
+        for where, line in _entries(host, tasks.get(host) or {}, results[host]):
+            if where not in grouped.setdefault(line, []):
+                grouped[line].append(where)
+    return "; ".join(f"{', '.join(hosts)}: {line}" for line, hosts in grouped.items())
