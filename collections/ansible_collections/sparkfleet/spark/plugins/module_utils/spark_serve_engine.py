@@ -179,32 +179,29 @@ def _item_target(item: Mapping[str, Any]) -> Any:
 
 
 def _entries(host: str, task: Mapping[str, Any], result: Mapping[str, Any]) -> List[Tuple[str, str]]:
+    """(where, line) per failure in one rank's result; where is empty for a check over the whole group (a
+    run_once task), whose message names the ranks itself and is given as it is."""
     items = _failed_items(result)
     if items:
         return [(str(_item_target(r) or host), _failure_line(task, r)) for r in items]
+    if task.get("run_once") is True:
+        return [("", str(result.get("msg") or "failed").strip())]
     return [(host, _failure_line(task, result))]
 
 
 def failure_text(order: Sequence[str], results: Mapping[str, Any], tasks: Mapping[str, Any]) -> str:
-    """What failed, from each rank's failed result and task (Ansible's ansible_failed_result and
-    ansible_failed_task; None where that rank did not fail itself but was sent to the rollback with the group).
-
-    A group-wide check (one run_once task) fails every rank with one message that already names the ranks: it
-    is given once, as it is. Otherwise each distinct failure is given with the ranks it happened on and the
-    step; a loop over the ranks (a run_once docker command per rank) names the rank of each failed item.
+    """What failed, from each rank's own failed result and task (None for a rank the group's failure sent to the
+    rollback without one): a check over the whole group (run_once) gives its message as it is, which names the
+    ranks; any other failure is given with the ranks it happened on, the step and a command's stderr; a loop
+    over the ranks (a run_once docker command per rank) names the rank of each failed item.
     """
     failed = [h for h in order if results.get(h)]
     if not failed:
         return "a rank failed without a result (see the task above)"
-    msgs = {str(results[h].get("msg") or "").strip() for h in failed}
-    looped = any(_failed_items(results[h]) for h in failed)
-    if len(failed) == len(order) and len(msgs) == 1 and not looped:
-        lines = {_failure_line(tasks.get(h) or {}, results[h]) for h in failed}
-        if len(lines) == 1:
-            return msgs.pop() or lines.pop()
     grouped: Dict[str, List[str]] = {}
     for host in failed:
         for where, line in _entries(host, tasks.get(host) or {}, results[host]):
-            if where not in grouped.setdefault(line, []):
-                grouped[line].append(where)
-    return "; ".join(f"{', '.join(hosts)}: {line}" for line, hosts in grouped.items())
+            hosts = grouped.setdefault(line, [])
+            if where and where not in hosts:
+                hosts.append(where)
+    return "; ".join(f"{', '.join(hosts)}: {line}" if hosts else line for line, hosts in grouped.items())
