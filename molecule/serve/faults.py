@@ -3,7 +3,9 @@
 after which the previous state must be intact. Run by verify.yml from the repository root with the molecule
 inventory; prints one JSON line per check and exits 1 on the first broken expectation.
 
-Faults: a replace with a broken image (the old service answers again), a controller interrupted
+Faults: a replace with a broken image at -vvv --diff with a secret planted in the serving environment (the old
+service answers again, the secret shows nowhere), a replace whose rename and then rollback fail on one rank (both
+failures named, what is left listed, stop.yml clears it), a controller interrupted
 between arming a guard and starting a container (the next run cleans up), a worker that exits during startup,
 a startup guard whose threshold MemAvailable crosses (the guard kills the container). Then supervised mode: a
 killed worker is restarted with its group in order, a second kill beyond the rate limit is not.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -91,20 +94,93 @@ def nothing_left(label: str) -> None:
           all(not c and g != "active" for c, g in left.values()), left)
 
 
+def planted_secret_vars() -> tuple[str, Path]:
+    """A random secret in a secret-named variable of the serving environment, in a 0600 extra-vars file."""
+    secret = "lab-" + secrets.token_hex(16)
+    path = EPHEMERAL / "planted-secret.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)
+    path.write_text(json.dumps({"serve_lab_env": {"STANDIN_LAB_API_KEY": secret}}))
+    return secret, path
+
+
 def replace_broken() -> None:
+    """The replace runs at -vvv with --diff and a secret planted in the serving environment, which the broken
+    image prints to its log: neither the output nor the saved logs may show it."""
     before = healthy_report()
-    run = playbook("serve.yml", "-e", "spark_serve_replace=true", "-e", f"spark_image_tag={BROKEN_IMAGE}")
+    secret, extra = planted_secret_vars()
+    run = playbook("serve.yml", "-vvv", "--diff", "-e", "spark_serve_replace=true", "-e", f"spark_image_tag={BROKEN_IMAGE}",
+                   "-e", f"@{extra}")
+    extra.unlink()
     msg = fatal_message(run)
     check("replace with a broken image fails naming the dead rank", run.returncode != 0
           and f"{HOSTS[1]}: container is exited, exit code 3" in msg and "previous service was restored" in msg, msg)
+    output = run.stdout + run.stderr
+    check("a secret in the serving environment appears nowhere in the -vvv --diff output", secret not in output,
+          [ln[:300] for ln in output.splitlines() if secret in ln][:5])
+    check("the steps that show the serve spec and the container were hidden", "the output has been hidden" in output,
+          "no hidden task in the output")
     after = healthy_report()
     check("the previous service answers again with its own image",
           [r["image_id"] for r in after["ranks"]] == [r["image_id"] for r in before["ranks"]], after["ranks"])
     check("no <name>-pre-* container is left", all(set(containers(h)) == {NAME} for h in HOSTS),
           {h: containers(h) for h in HOSTS})
     logs = sorted(FAILED_DIR.glob(f"*-{NAME}/{HOSTS[0]}.log"))
-    check("the failed containers' logs are saved on the controller", bool(logs) and "broken test image" in
-          "".join(p.read_text() for p in logs[-1].parent.glob("*.log")), [str(p) for p in logs[-1:]])
+    saved = "".join(p.read_text() for p in logs[-1].parent.glob("*.log")) if logs else ""
+    check("the failed containers' logs are saved on the controller", "broken test image" in saved,
+          [str(p) for p in logs[-1:]])
+    check("the saved logs show the planted variable redacted", secret not in saved
+          and "STANDIN_LAB_API_KEY=<redacted>" in saved, [ln for ln in saved.splitlines() if "STANDIN_LAB_API_KEY" in ln][:4])
+
+
+# TEST DOUBLE on the last rank: `docker` that fails the subcommands listed in FAIL_LIST, else the real one.
+DOCKER_DOUBLE = """#!/bin/sh
+# TEST DOUBLE (serve fault, molecule/serve/faults.py): fails the docker subcommands listed in {fail_list}.
+if [ -f {fail_list} ] && grep -qx -- "$1" {fail_list}; then
+  echo "docker $1: refused by the lab's test double" >&2
+  exit 1
+fi
+exec /usr/bin/docker "$@"
+"""
+DOCKER_DOUBLE_PATH = "/usr/local/bin/docker"
+FAIL_LIST = "/run/sparkfleet-lab-docker-fail"
+
+
+def docker_double(host: str, subcommands: list[str]) -> None:
+    script = DOCKER_DOUBLE.format(fail_list=FAIL_LIST)
+    install = (f"cat > {DOCKER_DOUBLE_PATH} && chmod 0755 {DOCKER_DOUBLE_PATH} && "
+               f"printf '%s\\n' {' '.join(subcommands)} > {FAIL_LIST}")
+    run = subprocess.run(["docker", "exec", "-i", host, "sh", "-c", install], input=script, text=True,
+                         capture_output=True, check=False)
+    check(f"the docker test double is in place on {host}", run.returncode == 0, run.stderr)
+
+
+def remove_docker_double(host: str) -> None:
+    node(host, "rm", "-f", DOCKER_DOUBLE_PATH, FAIL_LIST)
+
+
+def rollback_fails_too() -> None:
+    """A replace whose `docker rename` fails on the last rank (inside the rollback's protection) and whose
+    rollback then cannot restart that rank's previous container: the run names the rank and the step of both
+    failures and lists what is left on every rank; the ranks renamed before the failure have their name back;
+    stop.yml then clears the group (the documented way back)."""
+    last = HOSTS[-1]
+    docker_double(last, ["rename", "start"])
+    try:
+        run = playbook("serve.yml", "-e", "spark_serve_replace=true", "-e", f"spark_image_tag={BROKEN_IMAGE}")
+    finally:
+        remove_docker_double(last)
+    msg = fatal_message(run)
+    check("a rename that fails mid-replace sends the group to the rollback, naming the rank and the step",
+          run.returncode != 0 and f"serve failed: {last}: Serve | Keep the previous containers" in msg
+          and "docker rename: refused by the lab's test double" in msg, msg)
+    check("the failed rollback names its rank and step and what is left on every rank",
+          f"the rollback failed too: {last}: Serve | Restart the previous containers" in msg
+          and "Left on the ranks:" in msg and all(f"{h}: {NAME} " in msg for h in HOSTS), msg)
+    check("the ranks renamed before the failure have the previous container under its name again",
+          all(set(containers(h)) == {NAME} for h in HOSTS), {h: containers(h) for h in HOSTS})
+    check("stop.yml clears what the failed rollback left", playbook("stop.yml").returncode == 0)
+    nothing_left("after the failed rollback")
 
 
 def interrupted_controller() -> None:
@@ -224,7 +300,7 @@ def supervised() -> None:
 
 
 def main() -> int:
-    steps = {"replace": replace_broken, "interrupt": interrupted_controller, "dead-worker": dead_worker,
+    steps = {"replace": replace_broken, "rollback-fails": rollback_fails_too, "interrupt": interrupted_controller, "dead-worker": dead_worker,
              "guard-trip": guard_trip, "supervised": supervised}
     chosen = sys.argv[1:] or list(steps)
     try:

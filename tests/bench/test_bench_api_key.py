@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
+from conftest import MODEL, Standin
 from testlib import ROOT
 
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import read_api_key
@@ -73,3 +76,52 @@ def test_playbook_takes_a_key_from_a_vars_file_or_a_key_file(tmp_path: Path) -> 
     proc = _play("-e", f"spark_bench_api_key_file={_key_file(tmp_path)}", "-vvv")
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert KEY not in proc.stdout
+
+
+class _Sampler:
+    """Every command line on this machine, read from /proc every 20 ms while a run lasts (`ps -eo args`)."""
+
+    def __init__(self) -> None:
+        self.lines: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+                try:
+                    self.lines.add(cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+                except OSError:
+                    continue
+            time.sleep(0.02)
+
+    def __enter__(self) -> "_Sampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def test_a_real_run_sends_the_key_to_the_server_and_to_no_command_line(standin: Callable[..., Standin],
+                                                                      tmp_path: Path) -> None:
+    """Not --check: the stand-in wants the key (VLLM_API_KEY, as vLLM), so only a run that delivered it passes;
+    meanwhile every command line on the machine and the -vvv output are searched for it."""
+    server = standin({"VLLM_API_KEY": KEY, "STANDIN_ITL_S": "0.002"})
+    tiny = ["-e", f"spark_bench_url={server.url}", "-e", f"spark_bench_model={MODEL}",
+            "-e", '{"spark_bench_suites": ["decode"], "spark_bench_concurrency": [1], "spark_bench_cases": ["code-nothink"]}',
+            "-e", "spark_bench_max_tokens=16", "-e", "spark_bench_min_samples=2", "-e", "spark_bench_max_samples=2"]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    refused = subprocess.run([str(PLAYBOOK), "playbooks/bench.yml", *tiny, "-e", f"spark_bench_output_dir={tmp_path / 'no-key'}"],
+                             cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=180)
+    assert refused.returncode != 0 and "401" in refused.stdout, refused.stdout[-2000:]
+    with _Sampler() as sampler:
+        proc = subprocess.run([str(PLAYBOOK), "playbooks/bench.yml", "-vvv", *tiny,
+                               "-e", f"spark_bench_output_dir={tmp_path / 'key'}",
+                               "-e", f"spark_bench_api_key_file={_key_file(tmp_path)}"],
+                              cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=180)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert KEY not in proc.stdout and KEY not in proc.stderr
+    assert any("bench.yml" in line for line in sampler.lines), "the sampler saw the run"
+    assert not [line for line in sampler.lines if KEY in line]

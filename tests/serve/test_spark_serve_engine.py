@@ -159,3 +159,42 @@ def test_a_failed_fresh_start_removes_everything_it_made() -> None:
         "remove": ORDER3, "stop": [], "restore": [], "start": []}
     with pytest.raises(AnsibleFilterError, match="spark_serve_rollback: renamed host.s. dgx9 are not in the group"):
         FILTER.spark_serve_rollback(ORDER3, _probed("running", "running", "running"), True, ["dgx9"])
+
+
+_RENAME = {"name": "Serve | Keep the previous containers as <name>-pre-<UTC> until the new group answers", "run_once": False}
+_RESTART = {"name": "Serve | Restart", "run_once": True}
+_DEAD = "dgx2: container is exited, exit code 3 | last log lines of dgx2: broken"
+FAILURES = [
+    # one rank's docker command failed; the others were sent to the rollback with the group (no result of their own)
+    ({"dgx3": {"msg": "non-zero return code", "stderr": "Error: rename failed\n"}, "dgx1": None}, {"dgx3": _RENAME},
+     f"dgx3: {_RENAME['name']}: non-zero return code: Error: rename failed"),
+    # a check over the whole group (run_once) fails the first rank alone, with a message that names the ranks
+    ({"dgx1": {"msg": _DEAD}}, {"dgx1": {"name": "Serve | Fail fast on a dead rank or the deadline", "run_once": True}},
+     _DEAD),
+    # the same step failed on two ranks, another step on a third
+    ({"dgx1": {"msg": "boom"}, "dgx2": {"msg": "boom"}, "dgx3": {"msg": "other", "stderr": ""}},
+     {"dgx1": {"name": "A"}, "dgx2": {"name": "A"}, "dgx3": {"name": "B"}}, "dgx1, dgx2: A: boom; dgx3: B: other"),
+    # a run_once loop over the ranks names the rank of the failed item
+    ({"dgx1": {"msg": "One or more items failed", "results": [
+        {"serve_target": "dgx2", "ansible_loop_var": "serve_target", "failed": False},
+        {"serve_target": "dgx3", "ansible_loop_var": "serve_target", "failed": True, "msg": "non-zero return code",
+         "stderr": "docker start: refused"}]}},
+     {"dgx1": _RESTART}, "dgx3: Serve | Restart: non-zero return code: docker start: refused"),
+    # nobody's result is known (a rank left the play): still one clear line
+    ({"dgx1": None}, {}, "a rank failed without a result (see the task above)"),
+]
+
+
+@pytest.mark.parametrize(("results", "tasks", "expected"), FAILURES)
+def test_failure_text_says_what_failed_where(results: dict[str, Any], tasks: dict[str, Any], expected: str) -> None:
+    assert FILTER.spark_serve_failure(ORDER3, results, tasks) == expected
+
+
+def test_failure_text_keeps_the_end_of_a_long_stderr() -> None:
+    text = engine.failure_text(ORDER3, {"dgx2": {"msg": "x", "stderr": "a" * 1000 + " the reason"}}, {})
+    assert text.endswith(" the reason") and len(text) < 450
+
+
+def test_failure_filter_refuses_what_is_not_a_mapping() -> None:
+    with pytest.raises(AnsibleFilterError, match="spark_serve_failure: results and tasks must be mappings"):
+        FILTER.spark_serve_failure(ORDER3, ["dgx1"], {})

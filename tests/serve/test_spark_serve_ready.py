@@ -144,6 +144,19 @@ def test_module_reports_a_dead_rank_at_once(run_module: Any, api: tuple[str, Any
     assert "last line" in result["log_tail"]
 
 
+def test_module_hides_secrets_in_a_dead_rank_s_log_lines(run_module: Any, api: tuple[str, Any], node: Path) -> None:
+    url, _ = api
+    (node / "state").write_text(json.dumps({"Status": "exited", "Running": False, "ExitCode": 3}))
+    _tool(node / "bin", "docker", 'if [ "$1" = logs ]; then echo "args: --api-key sk-listed0secret";'
+                                  ' echo "STANDIN_LAB_API_KEY=unlisted0value"; echo "NCCL_PROTO=Simple"; exit 0; fi\n'
+                                  f"cat {node}/state\n")
+    failed, result = run_module("spark_serve_ready", _args(url, node, secrets=["sk-listed0secret"]))
+    assert not failed and result["state"] == "dead"
+    text = json.dumps(result)
+    assert "sk-listed0secret" not in text and "unlisted0value" not in text, text
+    assert "STANDIN_LAB_API_KEY=<redacted>" in result["log_tail"] and "NCCL_PROTO=Simple" in result["log_tail"]
+
+
 def test_module_reports_a_stopped_guard(run_module: Any, api: tuple[str, Any], node: Path) -> None:
     url, _ = api
     (node / "unit").write_text("inactive\n")

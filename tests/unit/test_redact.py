@@ -119,3 +119,37 @@ def test_known_secrets_are_the_secret_variables_and_the_site_list() -> None:
     assert filters["spark_known_secrets"]({}) == []
     with pytest.raises(Exception, match="spark_site_secrets must be a list of secret values, got str"):
         filters["spark_known_secrets"]({"spark_site_secrets": "one-string"})
+
+
+# A serving profile's overrides as a site writes them: the flag and the secret name label the value.
+PROFILE_OVERRIDES = {"args": {"--api-key": "unlisted-key", "--max-model-len": 262144, "--enforce-eager": None},
+                     "env": {"VLLM_API_KEY": "another-unlisted", "NCCL_PROTO": "Simple"},
+                     "settings": {"hf_token": "third-unlisted", "max_tokens": 256, "use_token": True}}
+
+
+def test_a_scalar_under_a_secret_flag_or_name_is_hidden() -> None:
+    out = redact.redact_inspect(PROFILE_OVERRIDES, [])
+    assert out == {"args": {"--api-key": MARK, "--max-model-len": 262144, "--enforce-eager": None},
+                   "env": {"VLLM_API_KEY": MARK, "NCCL_PROTO": "Simple"},
+                   "settings": {"hf_token": MARK, "max_tokens": 256, "use_token": True}}
+
+
+@pytest.mark.parametrize(("value", "secrets", "held"), [
+    (PROFILE_OVERRIDES, [], True),
+    ({"env": {"NCCL_PROTO": "Simple"}, "args": {"--port": 8000}}, [], False),
+    ({"env": {"NOTE": "uses " + MOK}}, SECRETS, True),
+    ({"env": {"NOTE": "uses " + MOK}}, [], False),
+    ([{"args": {"--token": "t0k3n"}}], [], True),
+    ("plain text", SECRETS, False),
+    ("export HF_TOKEN=x", [], True),
+    (None, SECRETS, False),
+])
+def test_holds_secret_is_whether_redaction_would_change_the_value(value: Any, secrets: list[str], held: bool) -> None:
+    assert redact.holds_secret(value, secrets) is held
+    assert filters["spark_holds_secret"](value, secrets) is held
+
+
+def test_holds_secret_filter_refuses_a_non_list() -> None:
+    from ansible.errors import AnsibleFilterError
+    with pytest.raises(AnsibleFilterError, match="spark_holds_secret: secrets must be a list"):
+        filters["spark_holds_secret"]({}, TOKEN)

@@ -424,9 +424,22 @@ class Api:
         return web.json_response(body)
 
 
-def build_app(api: Api) -> web.Application:
+def require_key(api_key: Optional[str]) -> Any:
+    """vLLM's --api-key (or VLLM_API_KEY): every /v1 route wants `Authorization: Bearer <key>` and answers 401
+    otherwise; /health, /version, /metrics and the stand-in's own routes stay open."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+        if api_key and request.path.startswith("/v1") and request.headers.get("Authorization") != f"Bearer {api_key}":
+            return web.json_response({"error": "Unauthorized"}, status=401)
+        return await handler(request)
+
+    return middleware
+
+
+def build_app(api: Api, api_key: Optional[str] = None) -> web.Application:
     """The aiohttp application with every route."""
-    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[require_key(api_key)])
     app.router.add_post("/v1/chat/completions", api.chat_completions)
     app.router.add_post("/v1/completions", api.completions)
     app.router.add_get("/health", api.health)

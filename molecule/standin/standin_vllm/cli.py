@@ -81,7 +81,8 @@ def aiohttp_version() -> tuple:
 
 
 async def start_http(args: argparse.Namespace, api: Api) -> web.AppRunner:
-    runner = make_runner(build_app(api), args.uvicorn_log_level in ("trace", "debug", "info"))
+    app = build_app(api, args.api_key or os.environ.get("VLLM_API_KEY") or None)
+    runner = make_runner(app, args.uvicorn_log_level in ("trace", "debug", "info"))
     await runner.setup()
     site_kwargs: Dict[str, Any] = {} if aiohttp_version() >= (3, 9) else {"shutdown_timeout": 2.0}
     await web.TCPSite(runner, args.host, args.port, **site_kwargs).start()

@@ -55,7 +55,7 @@ STR_FLAGS = (
     ("kv-cache-dtype", "auto"), ("reasoning-parser", None), ("tool-call-parser", None), ("load-format", "auto"),
     ("dtype", "auto"), ("quantization", None), ("uvicorn-log-level", "info"), ("tokenizer-mode", "auto"),
     ("generation-config", "auto"), ("attention-backend", None), ("linear-backend", None), ("moe-backend", None),
-    ("jit-monitor-mode", None),
+    ("jit-monitor-mode", None), ("api-key", None),
 )
 JSON_FLAGS = (
     "speculative-config", "compilation-config", "hf-overrides", "engram-config", "limit-mm-per-prompt",

@@ -11,13 +11,25 @@ from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_reda
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_data import plain as _plain
 
 
+def _secret_list(name: str, secrets: Any) -> list[str]:
+    if isinstance(secrets, (str, bytes, Mapping)) or not hasattr(secrets, "__iter__"):
+        raise AnsibleFilterError(f"{name}: secrets must be a list of secret values, got {type(secrets).__name__}")
+    return [str(s) for s in secrets if s is not None]
+
+
+def _plain_value(value: Any) -> Any:
+    return _plain(value) if not isinstance(value, str) else str(value)
+
+
 def spark_redact(value: Any, secrets: Any) -> Any:
     """`value` (text, a docker inspect document, an environment) with every secret replaced by <redacted>."""
-    if isinstance(secrets, (str, bytes, Mapping)) or not hasattr(secrets, "__iter__"):
-        raise AnsibleFilterError("spark_redact: secrets must be a list of secret values, got "
-                                 f"{type(secrets).__name__}")
-    return _REDACT.redact(_plain(value) if not isinstance(value, str) else str(value), [str(s) for s in secrets
-                                                                                      if s is not None])
+    return _REDACT.redact(_plain_value(value), _secret_list("spark_redact", secrets))
+
+
+def spark_holds_secret(value: Any, secrets: Any) -> bool:
+    """Whether `value` carries one of `secrets` or a value labelled secret (what spark_redact would hide): a
+    task whose output shows `value` sets no_log from it."""
+    return _REDACT.holds_secret(_plain_value(value), _secret_list("spark_holds_secret", secrets))
 
 
 def spark_known_secrets(variables: Mapping[str, Any]) -> list[str]:
@@ -32,4 +44,5 @@ class FilterModule:
     """sparkfleet redaction filter."""
 
     def filters(self) -> dict[str, Any]:
-        return {"spark_redact": spark_redact, "spark_known_secrets": spark_known_secrets}
+        return {"spark_redact": spark_redact, "spark_holds_secret": spark_holds_secret,
+                "spark_known_secrets": spark_known_secrets}

@@ -35,6 +35,15 @@ def spark_serve_stop_order(order: Sequence[str]) -> list[str]:
     return _ENGINE.stop_order(list(order))
 
 
+def spark_serve_failure(order: Sequence[str], results: Mapping[str, Any], tasks: Mapping[str, Any]) -> str:
+    """One line saying what failed on which rank, from every rank's ansible_failed_result and
+    ansible_failed_task (None for a rank sent to the rollback by another's failure)."""
+    if not isinstance(results, Mapping) or not isinstance(tasks, Mapping):
+        raise AnsibleFilterError("spark_serve_failure: results and tasks must be mappings of host to result")
+    return _ENGINE.failure_text(list(order), {h: r for h, r in results.items() if isinstance(r, Mapping)},
+                                {h: t for h, t in tasks.items() if isinstance(t, Mapping)})
+
+
 def _bool(name: str, value: Any) -> bool:
     """Booleans only: the role converts switches with `| bool`, so anything else here is a wiring error."""
     if not isinstance(value, bool):
@@ -45,4 +54,4 @@ def _bool(name: str, value: Any) -> bool:
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {"spark_serve_group": spark_serve_group, "spark_serve_rollback": spark_serve_rollback,
-                "spark_serve_stop_order": spark_serve_stop_order}
+                "spark_serve_stop_order": spark_serve_stop_order, "spark_serve_failure": spark_serve_failure}

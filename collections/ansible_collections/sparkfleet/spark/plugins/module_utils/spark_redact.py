@@ -86,10 +86,17 @@ def redact_argv(argv: Iterable[Any], secrets: Iterable[Any]) -> List[str]:
     return out
 
 
+def secret_key(key: Any) -> bool:
+    """A mapping key that labels its value secret: an engine flag (a profile's `args: {--api-key: ...}`) or a
+    secret name (`hf_token`, `VLLM_API_KEY`)."""
+    return isinstance(key, str) and (key in SECRET_FLAGS or bool(SECRET_NAME.search(key)))
+
+
 def redact_inspect(doc: Any, secrets: Iterable[Any]) -> Any:
     """A copy of a docker inspect document (or any JSON-like value) with secrets hidden: `Env` lists and
     mappings by name and value, argument lists (ARGV_KEYS: `Cmd`, `Args`, `Entrypoint`, the doctor's `cmd`, a
-    serve spec's `command`) by flag and value, every other string by value."""
+    serve spec's `command`) by flag and value, a scalar under a secret key (secret_key), every other string by
+    value."""
     values = secret_values(secrets)
     return _walk(doc, values)
 
@@ -102,6 +109,8 @@ def _walk(node: Any, values: List[str]) -> Any:
                 out[key] = redact_env(item, values)
             elif key in ARGV_KEYS and isinstance(item, list):
                 out[key] = redact_argv(item, values)
+            elif secret_key(key) and isinstance(item, (str, int, float)) and not isinstance(item, bool):
+                out[key] = MARK
             else:
                 out[key] = _walk(item, values)
         return out
@@ -110,6 +119,11 @@ def _walk(node: Any, values: List[str]) -> Any:
     if isinstance(node, str):
         return redact_text(node, values)
     return node
+
+
+def holds_secret(value: Any, secrets: Iterable[Any]) -> bool:
+    """Whether redact would change `value`: it carries a secret value, or a value labelled secret."""
+    return redact(value, secrets) != value
 
 
 def redact(value: Any, secrets: Iterable[Any]) -> Any:

@@ -155,3 +155,53 @@ def group_plan(order: Sequence[str], probed: Mapping[str, Mapping[str, Any]], di
         "launch": launch_steps(ranks),
         "stop": stop_order(order),
     }
+
+
+# The end of a failed command's stderr is the part that says why.
+STDERR_TAIL = 400
+
+
+def _failure_line(task: Mapping[str, Any], result: Mapping[str, Any]) -> str:
+    msg = str(result.get("msg") or "failed").strip()
+    stderr = str(result.get("stderr") or "").strip()[-STDERR_TAIL:]
+    name = str(task.get("name") or "").strip()
+    line = f"{name}: {msg}" if name else msg
+    return f"{line}: {stderr}" if stderr else line
+
+
+def _failed_items(result: Mapping[str, Any]) -> List[Mapping[str, Any]]:
+    return [r for r in result.get("results") or [] if isinstance(r, Mapping) and r.get("failed")]
+
+
+def _item_target(item: Mapping[str, Any]) -> Any:
+    """The rank a loop item ran for: the serve role loops over ranks with the loop variable serve_target."""
+    return item.get(str(item.get("ansible_loop_var") or "item"))
+
+
+def _entries(host: str, task: Mapping[str, Any], result: Mapping[str, Any]) -> List[Tuple[str, str]]:
+    """(where, line) per failure in one rank's result; where is empty for a check over the whole group (a
+    run_once task), whose message names the ranks itself and is given as it is."""
+    items = _failed_items(result)
+    if items:
+        return [(str(_item_target(r) or host), _failure_line(task, r)) for r in items]
+    if task.get("run_once") is True:
+        return [("", str(result.get("msg") or "failed").strip())]
+    return [(host, _failure_line(task, result))]
+
+
+def failure_text(order: Sequence[str], results: Mapping[str, Any], tasks: Mapping[str, Any]) -> str:
+    """What failed, from each rank's own failed result and task (None for a rank the group's failure sent to the
+    rollback without one): a check over the whole group (run_once) gives its message as it is, which names the
+    ranks; any other failure is given with the ranks it happened on, the step and a command's stderr; a loop
+    over the ranks (a run_once docker command per rank) names the rank of each failed item.
+    """
+    failed = [h for h in order if results.get(h)]
+    if not failed:
+        return "a rank failed without a result (see the task above)"
+    grouped: Dict[str, List[str]] = {}
+    for host in failed:
+        for where, line in _entries(host, tasks.get(host) or {}, results[host]):
+            hosts = grouped.setdefault(line, [])
+            if where and where not in hosts:
+                hosts.append(where)
+    return "; ".join(f"{', '.join(hosts)}: {line}" if hosts else line for line, hosts in grouped.items())

@@ -66,6 +66,13 @@ options:
     description: Container log lines returned for a dead rank.
     type: int
     default: 20
+  secrets:
+    description:
+      - Values hidden in the returned log lines, which are the engine's own output and may show its arguments or
+        environment; values of secret-named pairs (C(VLLM_API_KEY=...)) are hidden too (module_utils/spark_redact).
+    type: list
+    elements: str
+    default: []
 attributes:
   check_mode:
     support: full
@@ -111,7 +118,7 @@ guard:
   returned: always
   type: dict
 log_tail:
-  description: Last log lines of the container (only for a dead rank).
+  description: Last log lines of the container (only for a dead rank), with O(secrets) and secret-named values hidden.
   returned: always
   type: str
 """
@@ -124,6 +131,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_memguard import next_sleep
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_redact import redact_text
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_serve_ready import (
     DEAD, GUARD_SETTLE_S, ContainerState, GuardState, guard_may_lag, guard_problem, guard_state, log_excerpt,
     models_ready, not_started_yet, parse_container_state, parse_guard_status, rank_problems, verdict)
@@ -210,7 +218,8 @@ def watch(module: AnsibleModule, rank: Rank) -> Dict[str, Any]:
                 "state": outcome.state, "message": outcome.message, "polls": polls,
                 "first_ready_at": now if ready else None, "container": container.as_dict(),
                 "guard": guard.as_dict() if guard else None,
-                "log_tail": rank.logs(p["log_lines"]) if outcome.state == DEAD and container.exists else "",
+                "log_tail": redact_text(rank.logs(p["log_lines"]), p["secrets"])
+                if outcome.state == DEAD and container.exists else "",
             }
         time.sleep(next_sleep(p["interval"], began, time.monotonic()))
 
@@ -230,6 +239,7 @@ def main() -> None:
             "log_lines": {"type": "int", "default": 20},
             "wait_for_container": {"type": "float", "default": 0},
             "name": {"type": "str"},
+            "secrets": {"type": "list", "elements": "str", "default": [], "no_log": True},
         },
         supports_check_mode=True,
     )
