@@ -126,6 +126,9 @@ ENDED = {"dgx2": False, "dgx3": True}
       "dgx1 -> dgx3: 160.0 GiB of 160.0 GiB (100.0 %), 102.4 MiB/s, ended"]),
     # Unknown total (0): bytes only. Temporary files can take a receiver past the total: never above 100 %.
     ({"dgx2": 1536, "dgx3": 0}, 0, None, 0, ["dgx1 -> dgx2: 1.5 KiB, sending", "dgx1 -> dgx3: 0 B, ended"]),
+    # Each transfer may carry its own total (thin archives differ by receiver); a receiver not named: unknown.
+    ({"dgx2": GIB, "dgx3": GIB}, {"dgx2": 4 * GIB}, None, 0,
+     ["dgx1 -> dgx2: 1.0 GiB of 4.0 GiB (25.0 %), sending", "dgx1 -> dgx3: 1.0 GiB, ended"]),
     ({"dgx2": 2 * GIB, "dgx3": GIB}, GIB, {"dgx2": 3 * GIB}, 10,
      ["dgx1 -> dgx2: 2.0 GiB of 1.0 GiB (100.0 %), 0 B/s, sending", "dgx1 -> dgx3: 1.0 GiB of 1.0 GiB (100.0 %), ended"]),
 ])
@@ -140,7 +143,8 @@ def test_progress_lines_name_each_cable_its_bytes_rate_and_state(arrived: Dict[s
     ({"dgx2": 1}, 10, 1, "no byte count for the receiver dgx3 of dgx1"),
     ({"dgx2": -1, "dgx3": 0}, 10, 1, "bytes of dgx2 must be a number of bytes >= 0, got -1"),
     ({"dgx2": "12", "dgx3": 0}, 10, 1, "bytes of dgx2 must be a number of bytes >= 0, got '12'"),
-    ({"dgx2": 1, "dgx3": 1}, -5, 1, "total_bytes must be a number of bytes >= 0, got -5"),
+    ({"dgx2": 1, "dgx3": 1}, -5, 1, "total bytes of dgx2 must be a number of bytes >= 0, got -5"),
+    ({"dgx2": 1, "dgx3": 1}, {"dgx3": -5}, 1, "total bytes of dgx3 must be a number of bytes >= 0, got -5"),
     ({"dgx2": 1, "dgx3": 1}, 10, -1, "elapsed_s must be seconds >= 0, got -1"),
 ])
 def test_progress_lines_refuse_what_is_not_a_count(arrived: Dict[str, Any], total: Any, elapsed: Any,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -23,7 +24,7 @@ REVISION = "dba1be0a40aa45a94ad051997016db3960a90277"
 # files under --local-dir. It records what a node would expose while it runs.
 STANDIN = """\
 #!{py}
-import json, os, stat, subprocess, sys
+import json, os, stat, subprocess, sys, time
 record = {record!r}
 argv = sys.argv[1:]
 path = os.environ.get("HF_TOKEN_PATH", "")
@@ -39,6 +40,12 @@ if os.environ.get("STANDIN_FAIL"):
     sys.exit(1)
 local = argv[argv.index("--local-dir") + 1]
 open(os.path.join(local, "config.json"), "w").write("{{}}")
+# A weight file that grows for about three seconds, as a download does: the rounds must see it grow.
+with open(os.path.join(local, "model-00001-of-00001.safetensors"), "wb") as weights:
+    for _ in range(3):
+        weights.write(b"w" * 1048576)
+        weights.flush()
+        time.sleep(1.2)
 print("Fetching 1 files: 100%")
 """
 
@@ -102,6 +109,11 @@ def test_a_failed_download_shows_its_error(tmp_path: Path) -> None:
 
 def test_the_download_reports_progress_while_it_runs(tmp_path: Path) -> None:
     proc, _ = _run(tmp_path, False)
-    assert "ASYNC OK on localhost" in proc.stdout or "ASYNC POLL on localhost" in proc.stdout, proc.stdout[-3000:]
+    lines = [" ".join(line.split()) for line in
+             re.findall(r"msg: '(download of org/test-model@dba1be0a40aa on localhost: [^']*)'", proc.stdout)]
+    assert lines and lines[-1].endswith(", ended"), proc.stdout[-3000:]
+    running = [line for line in lines if line.endswith(", running")]
+    assert running and any(re.search(r", [0-9.]+ MiB, ", line) for line in running), lines
+    assert "3.0 MiB" in lines[-1], lines
     assert (tmp_path / "models" / "config.json").is_file()
     assert stat.S_IMODE((tmp_path / "secret").stat().st_mode) == 0o700

@@ -139,17 +139,18 @@ def progress_lines(wave: Sequence[Mapping[str, Any]], arrived: Mapping[str, Any]
                    total_bytes: Any, elapsed_s: Any, previous: Optional[Mapping[str, Any]] = None,
                    interval_s: Any = 0) -> List[str]:
     """One line per transfer of `wave` ({from, to}): bytes on the receiver (`arrived`, by host) of `total_bytes`
-    (0: unknown), the rate since `previous` (bytes by host, `interval_s` ago) and whether it ended (`ended`, by
-    host; how it ended is the transfer's own result). The first line says how long the wave has run."""
+    (one count for every transfer, or a count by receiver; 0: unknown), the rate since `previous` (bytes by
+    host, `interval_s` ago) and whether it ended (`ended`, by host; how it ended is the transfer's own result). The first line says how long the wave has run."""
     if isinstance(elapsed_s, bool) or not isinstance(elapsed_s, (int, float)) or elapsed_s < 0:
         raise FanoutError(f"elapsed_s must be seconds >= 0, got {elapsed_s!r}")
-    total = _count(total_bytes, "total_bytes")
     lines = [f"{int(elapsed_s)} s since the wave started"]
     for transfer in wave:
         receiver = str(transfer.get("to") or "")
         if not receiver or receiver not in arrived:
             raise FanoutError(f"no byte count for the receiver {receiver or '(unnamed)'} of {transfer.get('from')}")
         done = _count(arrived[receiver], f"bytes of {receiver}")
+        total = _count(total_bytes.get(receiver, 0) if isinstance(total_bytes, Mapping) else total_bytes,
+                       f"total bytes of {receiver}")
         text = f"{transfer.get('from')} -> {receiver}: {human_bytes(done)}"
         if total:
             text += f" of {human_bytes(total)} ({min(done / total, 1.0) * 100:.1f} %)"
