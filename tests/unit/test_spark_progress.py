@@ -170,7 +170,7 @@ def test_module_waits_for_the_job_and_measures(run_module: Any, tmp_path: Path) 
         "results_file": str(job), "wait_s": 0.2, "bytes_under": [str(tmp_path / "models")],
         "log": str(log), "reader_of": str(tmp_path / "models" / "w.safetensors")}, check_mode=True)
     assert not failed and not result["changed"] and result["ended"] is False and result["waited_s"] >= 0.2
-    assert result["bytes"] == 300 and result["read_bytes"] is None
+    assert result["bytes"] == 300 and result["read_bytes"] is None and result["read_size"] == 300
     assert (result["stage"], result["step"], result["log_offset"]) == ("builder", "step 2/2: RUN make", 52)
     job.write_text(json.dumps({"rc": 0, "changed": True}))
     failed, result = run_module("spark_job_progress", {"results_file": str(job), "wait_s": 30, "log": str(log),

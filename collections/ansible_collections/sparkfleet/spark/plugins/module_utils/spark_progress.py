@@ -180,6 +180,7 @@ def measure(params: Dict[str, Any], proc_root: str = "/proc") -> Dict[str, Any]:
         result["bytes"] = sum(tree_bytes(path) for path in params["bytes_under"])
     if params.get("reader_of"):
         result["read_bytes"] = read_position(params["reader_of"], proc_root)
+        result["read_size"] = os.stat(params["reader_of"]).st_size if os.path.exists(params["reader_of"]) else None
     if params.get("log"):
         lines, offset = new_lines(params["log"], int(params.get("log_offset") or 0), int(params["max_lines"]))
         stage, step = build_step(lines, params.get("stage") or None)

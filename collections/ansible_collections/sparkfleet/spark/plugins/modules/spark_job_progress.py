@@ -99,6 +99,11 @@ read_bytes:
   returned: when O(reader_of) is given
   type: int
   sample: 4294967296
+read_size:
+  description: Size of O(reader_of) in bytes; null when it does not exist.
+  returned: when O(reader_of) is given
+  type: int
+  sample: 17179869184
 lines:
   description: Complete lines appended to O(log) since O(log_offset) (the last O(max_lines) of them).
   returned: when O(log) is given
