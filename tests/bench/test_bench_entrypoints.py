@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,15 +18,35 @@ def test_playbook_fails_on_a_failed_benchmark(standin: Callable[..., Standin], t
     server = standin({"STANDIN_QUALITY_BROKEN": "1", "STANDIN_ITL_S": "0.002"})
     proc = subprocess.run([str(ROOT / ".venv" / "bin" / "ansible-playbook"), "playbooks/bench.yml",
                            "-e", f"spark_bench_url={server.url}", "-e", f"spark_bench_model={MODEL}",
-                           "-e", f"spark_bench_output_dir={tmp_path}", "-e", '{"spark_bench_concurrency": [1, 2]}'],
+                           "-e", f"spark_bench_output_dir={tmp_path}", "-e", '{"spark_bench_concurrency": [1, 2]}',
+                           "-e", "spark_bench_progress_s=1"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stdout[-3000:]
     assert "benchmark verdict fail" in proc.stdout
+    # The run went on in the background while each round printed what it logged, the abort included.
+    printed = re.findall(r"bench: \d+ s: ([^\"'\n]+)", proc.stdout)
+    assert "suite quality" in printed and any(line.startswith("aborted: quality gate") for line in printed), printed
     report = json.loads((tmp_path / "bench.json").read_text())
     assert report["verdict"] == "fail" and report["workload"]["concurrency"] == [1, 2]
     # the module's payload has no collection metadata: the playbook passes sparkfleet's version to it
     declared = yaml.safe_load((COLLECTION / "galaxy.yml").read_text())["version"]
     assert report["identity"]["sparkfleet_version"] == declared
+
+
+def test_playbook_prints_each_measured_round_while_it_runs(standin: Callable[..., Standin], tmp_path: Path) -> None:
+    server = standin({"STANDIN_ITL_S": "0.002"})
+    proc = subprocess.run([str(ROOT / ".venv" / "bin" / "ansible-playbook"), "playbooks/bench.yml",
+                           "-e", f"spark_bench_url={server.url}", "-e", f"spark_bench_model={MODEL}",
+                           "-e", f"spark_bench_output_dir={tmp_path}", "-e", "spark_bench_progress_s=1",
+                           "-e", '{"spark_bench_suites": [decode], "spark_bench_concurrency": [1, 2], '
+                                 '"spark_bench_cases": [prose], "spark_bench_max_samples": 3}'],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    logged = (tmp_path / "progress.log").read_text().splitlines()
+    rounds = [line for line in logged if line.startswith("decode prose-c2 depth 0: n=")]
+    assert [line.split(" n=")[1][0] for line in rounds] == ["1", "2", "3"], logged
+    printed = re.findall(r"bench: \d+ s: ([^\"'\n]+)", proc.stdout)
+    assert printed == logged, (printed, logged)
 
 
 def test_cli_passes_and_checks(standin: Callable[..., Standin], tmp_path: Path) -> None:

@@ -160,6 +160,13 @@ options:
       - C(model), C(messages), C(prompt) and C(stream) are the bench's own and are refused.
     type: dict
     default: {}
+  progress_log:
+    description:
+      - File the run appends one line to per step it takes (suite, warm-up, each measured round with its point,
+        depth, sample count, running mean and interval width), so a play that runs the module in the background
+        can print them while it runs (spark_job_progress). Empty writes none.
+    type: path
+    default: ""
 attributes:
   check_mode:
     support: full
@@ -248,12 +255,23 @@ ARGS: dict[str, Any] = {
     "poll_interval": {"type": "float", "default": 1.0},
     "api_key_file": {"type": "path", "default": ""},
     "extra_body": {"type": "dict", "default": {}},
+    "progress_log": {"type": "path", "default": ""},
 }
+
+
+def run_logged(cfg: BenchConfig, progress_log: str) -> dict[str, Any]:
+    """run_bench, appending each step's line to `progress_log` (line-buffered, so a reader sees it at once)."""
+    if not progress_log:
+        return run_bench(cfg)
+    Path(progress_log).parent.mkdir(parents=True, exist_ok=True)
+    with open(progress_log, "a", encoding="utf-8", buffering=1) as handle:
+        return run_bench(cfg, lambda line: handle.write(line.rstrip("\n") + "\n"))
 
 
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGS, supports_check_mode=True)
     params = {k: v for k, v in module.params.items()}
+    progress_log = params.pop("progress_log")
     try:
         params["api_key"] = read_api_key(params.pop("api_key_file"), os.environ)
     except ValueError as exc:
@@ -264,7 +282,7 @@ def main() -> None:
         module.fail_json(msg="spark_bench: invalid options: " + "; ".join(problems), problems=problems)
     if module.check_mode:
         module.exit_json(changed=False, verdict=None, planned_points=plan(cfg))
-    report = run_bench(cfg)
+    report = run_logged(cfg, progress_log)
     out = Path(cfg.output_dir)
     module.exit_json(
         changed=True, verdict=report["verdict"], failed_requests=report["failed_requests"],
