@@ -338,3 +338,21 @@ def test_validate_refuses_a_bad_switched_inventory(tmp_path: Path, count: int, g
     assert result.returncode != 0
     assert message in result.stdout, result.stdout
     assert not out.exists(), "render must write nothing for an invalid inventory"
+
+
+# --- a serving override that holds a secret -------------------------------------------------------------
+
+def test_a_secret_in_the_serving_overrides_stays_out_of_the_output_and_serve_json_is_private(tmp_path: Path) -> None:
+    secret = "sk-render-" + os.urandom(12).hex()
+    hosts = triangle_hosts()
+    group = {"spark_topology": "triangle", "spark_serve_overrides": {"args": {"--api-key": secret}}}
+    inventory = write_inventory(tmp_path / "inv", hosts, group)
+    result = play(inventory, "render.yml", "-e", f"spark_render_dir={tmp_path / 'out'}", "-v", "--diff")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert secret not in result.stdout + result.stderr
+    for host in hosts:
+        path = tmp_path / "out" / host / "serve.json"
+        spec = json.loads(path.read_text())
+        assert spec["command"][spec["command"].index("--api-key") + 1] == secret  # what serve will launch
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "out" / "plan.json").stat().st_mode) == 0o644
