@@ -109,9 +109,11 @@ def replace_broken() -> None:
     image prints to its log: neither the output nor the saved logs may show it."""
     before = healthy_report()
     secret, extra = planted_secret_vars()
-    run = playbook("serve.yml", "-vvv", "--diff", "-e", "spark_serve_replace=true", "-e", f"spark_image_tag={BROKEN_IMAGE}",
-                   "-e", f"@{extra}")
-    extra.unlink()
+    try:
+        run = playbook("serve.yml", "-vvv", "--diff", "-e", "spark_serve_replace=true",
+                       "-e", f"spark_image_tag={BROKEN_IMAGE}", "-e", f"@{extra}")
+    finally:
+        extra.unlink()
     msg = fatal_message(run)
     check("replace with a broken image fails naming the dead rank", run.returncode != 0
           and f"{HOSTS[1]}: container is exited, exit code 3" in msg and "previous service was restored" in msg, msg)
