@@ -153,3 +153,20 @@ def test_holds_secret_filter_refuses_a_non_list() -> None:
     from ansible.errors import AnsibleFilterError
     with pytest.raises(AnsibleFilterError, match="spark_holds_secret: secrets must be a list"):
         filters["spark_holds_secret"]({}, TOKEN)
+
+
+@pytest.mark.parametrize(("overrides", "secrets", "held"), [
+    ({"n0": {}, "n1": {"spark_serve_overrides": {"args": {"--api-key": "k3y-value"}}}}, [], True),
+    ({"n0": {"spark_serve_overrides": {"env": {"NOTE": "uses " + MOK}}}, "n1": {}}, SECRETS, True),
+    ({"n0": {"spark_serve_overrides": {"env": {"NCCL_PROTO": "Simple"}}}, "n1": {"spark_serve_overrides": None}}, [], False),
+])
+def test_serve_overrides_secret_looks_at_every_host(overrides: dict[str, Any], secrets: list[str], held: bool) -> None:
+    assert filters["spark_serve_overrides_secret"](overrides, ["n0", "n1"], secrets) is held
+
+
+def test_serve_overrides_secret_names_what_is_wrong() -> None:
+    from ansible.errors import AnsibleFilterError
+    with pytest.raises(AnsibleFilterError, match="hosts must be a list"):
+        filters["spark_serve_overrides_secret"]({}, "n0", [])
+    with pytest.raises(AnsibleFilterError, match="no host 'n9' in hostvars"):
+        filters["spark_serve_overrides_secret"]({}, ["n9"], [])

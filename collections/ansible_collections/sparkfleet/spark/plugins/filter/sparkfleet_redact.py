@@ -40,9 +40,21 @@ def spark_known_secrets(variables: Mapping[str, Any]) -> list[str]:
         raise AnsibleFilterError(f"spark_known_secrets: {exc}") from exc
 
 
+def spark_serve_overrides_secret(hostvars: Any, hosts: Any, secrets: Any) -> bool:
+    """Whether the serving overrides of any of `hosts` carry a secret: the serving specs built from them then
+    hold it too, and every step that shows a spec (render, serve, doctor) sets no_log from this."""
+    if isinstance(hosts, (str, bytes, Mapping)) or not hasattr(hosts, "__iter__"):
+        raise AnsibleFilterError("spark_serve_overrides_secret: hosts must be a list of inventory hosts")
+    try:
+        overrides = [hostvars[host].get("spark_serve_overrides") or {} for host in hosts]
+    except KeyError as exc:
+        raise AnsibleFilterError(f"spark_serve_overrides_secret: no host {exc} in hostvars") from exc
+    return _REDACT.holds_secret(_plain_value(overrides), _secret_list("spark_serve_overrides_secret", secrets))
+
+
 class FilterModule:
     """sparkfleet redaction filter."""
 
     def filters(self) -> dict[str, Any]:
         return {"spark_redact": spark_redact, "spark_holds_secret": spark_holds_secret,
-                "spark_known_secrets": spark_known_secrets}
+                "spark_known_secrets": spark_known_secrets, "spark_serve_overrides_secret": spark_serve_overrides_secret}
