@@ -43,6 +43,7 @@ CGROUP_ENV = "SPARK_LAB_CGROUP"
 LLDP_FWD_MASK = 1 << 0x0E
 LOCK_FILE = Path(os.environ.get("SPARK_LAB_LOCK", "/run/lock/sparkfleet-lab.lock"))
 SYSTEMD_TIMEOUT = int(os.environ.get("SPARK_LAB_SYSTEMD_TIMEOUT", "180"))
+NETWORKD, NETWORKMANAGER = "networkd", "NetworkManager"
 
 
 class LabError(Exception):
@@ -78,6 +79,7 @@ class Node:
     host: str
     mgmt_address: str
     mgmt_interface: str
+    renderer: str = NETWORKD  # the netplan renderer the node runs (its inventory renders the fabric for it)
 
 
 @dataclass
@@ -134,6 +136,13 @@ def cable_paths(name: str, nodes: list[dict[str, Any]]) -> list[CablePath]:
     return cables
 
 
+def node_renderer(index: int, count: int) -> str:
+    """The netplan renderer of the node at `index` of the plan: the last node of a lab with two or more nodes
+    runs NetworkManager (DGX OS's renderer), the others systemd-networkd, so every lab applies, checks and
+    re-runs the fabric under both."""
+    return NETWORKMANAGER if count > 1 and index == count - 1 else NETWORKD
+
+
 def lab_plan(name: str, plan: dict[str, Any]) -> LabPlan:
     """Translate the rendered cluster plan into the lab's Docker objects."""
     nodes = plan.get("nodes") or []
@@ -145,7 +154,8 @@ def lab_plan(name: str, plan: dict[str, Any]) -> LabPlan:
         mgmt_network=f"{PREFIX}-{name}-mgmt",
         mgmt_subnet=str(subnet),
         mgmt_gateway=free_gateway(subnet, {n["mgmt_address"] for n in nodes}),
-        nodes=[Node(n["host"], n["mgmt_address"], n["mgmt_interface"]) for n in nodes],
+        nodes=[Node(n["host"], n["mgmt_address"], n["mgmt_interface"], node_renderer(i, len(nodes)))
+               for i, n in enumerate(nodes)],
         cables=cable_paths(name, nodes),
     )
 
@@ -180,8 +190,36 @@ def run_args(lab: LabPlan, node: Node, image: str, cgroup: str) -> list[str]:
         "--tmpfs", "/run", "--tmpfs", "/run/lock",
         "-v", f"{volume_name(lab, node)}:/var/lib/docker",
         "--stop-signal", "SIGRTMIN+3",
+        *ipv6_sysctls(node),
         image,
     ]
+
+
+def ipv6_sysctls(node: Node) -> list[str]:
+    """Docker disables IPv6 in a container's network namespace unless its network has IPv6. A Spark's kernel
+    has it on, so every port gets an fe80:: address when its link comes up; the NetworkManager node gets that
+    back, which makes removing it NetworkManager's job as on a Spark (its /proc/sys stays read-only)."""
+    if node.renderer != NETWORKMANAGER:
+        return []
+    return ["--sysctl", "net.ipv6.conf.all.disable_ipv6=0", "--sysctl", "net.ipv6.conf.default.disable_ipv6=0"]
+
+
+def networkmanager_conf(node: Node) -> str:
+    """NetworkManager settings of a lab node: no automatic "Wired connection" profile on any port, and hands
+    off the management interface Docker set up and the nested engine's bridges and veths. The cable ports
+    stay managed: the fabric's netplan profiles are the only ones they get."""
+    unmanaged = [f"interface-name:{node.mgmt_interface}", "interface-name:docker0", "interface-name:br-*",
+                 "interface-name:veth*"]
+    return ("# Written by molecule/lab/lab.py.\n[main]\nno-auto-default=*\n\n"
+            f"[keyfile]\nunmanaged-devices={';'.join(unmanaged)}\n")
+
+
+def renderer_vars(node: Node) -> str | None:
+    """host_vars of a node whose renderer differs from the lab's group-wide networkd."""
+    if node.renderer == NETWORKD:
+        return None
+    return ("---\n# Written by molecule/lab/lab.py: this node runs NetworkManager, DGX OS's netplan renderer.\n"
+            f"spark_fabric_netplan_renderer: {node.renderer}\n")
 
 
 def rename_batch(moves: list[tuple[str, str]], keep_address: bool) -> str:
@@ -331,14 +369,20 @@ def write_inventory(source: Path, dest: Path, lab: LabPlan) -> Path:
             shutil.copytree(source / sub, tmp / sub)
         else:
             (tmp / sub).mkdir()  # always present: molecule links both directories
-    # Lab nodes run systemd-networkd, not NetworkManager, and have no GPU, NVIDIA driver or RDMA device: the
-    # two inventory settings the lab changes (checks that need the hardware report not applicable).
+    # Lab nodes run systemd-networkd (all but the last, which runs NetworkManager) and have no GPU, NVIDIA
+    # driver or RDMA device: the inventory settings the lab changes (checks that need the hardware report not
+    # applicable).
     (tmp / "group_vars" / "spark").mkdir(parents=True, exist_ok=True)
     (tmp / "group_vars" / "spark" / "lab.yml").write_text(
-        "---\n# Written by molecule/lab/lab.py: the lab nodes render the fabric for systemd-networkd and lack\n"
-        "# the Spark's GPU, driver and RDMA devices.\n"
-        "spark_fabric_netplan_renderer: networkd\n"
+        "---\n# Written by molecule/lab/lab.py: the lab nodes render the fabric for systemd-networkd (host_vars\n"
+        "# name the NetworkManager node) and lack the Spark's GPU, driver and RDMA devices.\n"
+        f"spark_fabric_netplan_renderer: {NETWORKD}\n"
         "spark_device_policy: available\n")
+    for node in lab.nodes:
+        content = renderer_vars(node)
+        if content is not None:
+            (tmp / "host_vars" / node.host).mkdir(parents=True, exist_ok=True)
+            (tmp / "host_vars" / node.host / "lab-renderer.yml").write_text(content)
     hosts = yaml.safe_load((source / "hosts.yml").read_text()) or {}
     header = (f"---\n# Lab inventory generated by molecule/lab/lab.py from {source.name}: the same hosts and\n"
               f"# variables, reached with `docker exec` on the lab containers. Do not edit; rerun lab-up.\n")
@@ -417,6 +461,21 @@ def wait_systemd(host: str) -> str:
     return state
 
 
+def start_networkmanager(node: Node) -> str:
+    """On a NetworkManager node: systemd-networkd off for good, NetworkManager on with the lab's settings.
+
+    Runs after boot, when the ports carry their planned names; the image leaves NetworkManager disabled so
+    that no other node runs it."""
+    if node.renderer != NETWORKMANAGER:
+        return "networkd"
+    sh(["docker", "exec", "-i", node.host, "sh", "-c",
+        "cat >/etc/NetworkManager/conf.d/60-sparkfleet-lab.conf"], stdin=networkmanager_conf(node))
+    sh(["docker", "exec", node.host, "systemctl", "mask", "--now",
+        "systemd-networkd.service", "systemd-networkd.socket"])
+    sh(["docker", "exec", node.host, "systemctl", "start", "NetworkManager.service"])
+    return "NetworkManager"
+
+
 def load_base_image(host: str, tag: str, archive: Path) -> str:
     """Load the base image into the node's own engine unless it already holds that image ID."""
     want = sh(["docker", "image", "inspect", "-f", "{{.Id}}", tag]).stdout.strip()
@@ -485,13 +544,14 @@ def up(args: argparse.Namespace) -> None:
     phases.done("create")
     with ThreadPoolExecutor(max_workers=len(lab.nodes)) as pool:
         states = list(pool.map(wait_systemd, [n.host for n in lab.nodes]))
+        renderers = list(pool.map(start_networkmanager, lab.nodes))
         phases.done("boot")
         loads = list(pool.map(lambda n: load_base_image(n.host, args.base_image, Path(args.base_archive)),
                               lab.nodes))
         phases.done("base-image")
     inventory = write_inventory(Path(args.inventory), state / "inventory", lab)
     (state / "lab.json").write_text(lab_record(lab, args, cgroup))
-    summary = ", ".join(f"{n.host}={s}/base {ld}" for n, s, ld in zip(lab.nodes, states, loads))
+    summary = ", ".join(f"{n.host}={s}/{r}/base {ld}" for n, s, r, ld in zip(lab.nodes, states, renderers, loads))
     log(f"{lab.name} up in {phases.summary()}: {summary}")
     print(inventory)
 

@@ -108,6 +108,29 @@ def test_node_runs_systemd_with_the_measured_capabilities_and_no_privilege() -> 
     assert args[-1] == "sparkfleet-lab/node:abc"
 
 
+@pytest.mark.parametrize("topology,hosts", [("tp3", ["dgx1", "dgx2", "dgx3"]), ("tp4", ["dgx1", "dgx2", "dgx3", "dgx4"])])
+def test_the_last_node_runs_networkmanager_with_ipv6_on_and_the_others_networkd(topology: str, hosts: list[str]) -> None:
+    lp = lab.lab_plan(topology, plan(topology))
+    assert [(n.host, n.renderer) for n in lp.nodes] == \
+        [(h, "networkd") for h in hosts[:-1]] + [(hosts[-1], "NetworkManager")]
+    nm, networkd = lp.nodes[-1], lp.nodes[0]
+    nm_args = lab.run_args(lp, nm, "img", "/sys/fs/cgroup:/sys/fs/cgroup:ro")
+    assert " ".join(nm_args).count("--sysctl net.ipv6.conf.all.disable_ipv6=0 "
+                                   "--sysctl net.ipv6.conf.default.disable_ipv6=0") == 1
+    assert nm_args[-1] == "img"
+    assert "--sysctl" not in lab.run_args(lp, networkd, "img", "/sys/fs/cgroup:/sys/fs/cgroup:ro")
+    assert lab.node_renderer(0, 1) == "networkd"  # a one-node lab has no second renderer to compare with
+
+
+def test_networkmanager_leaves_the_management_interface_alone_and_adds_no_profile() -> None:
+    lp = lab.lab_plan("tp3", plan("tp3"))
+    conf = lab.networkmanager_conf(lp.nodes[-1])
+    assert "\n[main]\nno-auto-default=*\n" in conf
+    unmanaged = conf.split("unmanaged-devices=", 1)[1].strip().split(";")
+    assert "interface-name:enP7s7" in unmanaged
+    assert not [u for u in unmanaged if "enp1s0" in u or "enP2p1" in u or u.startswith("type:")]
+
+
 def test_rename_batch_flushes_cable_addresses_and_keeps_the_management_one() -> None:
     assert lab.rename_batch([("eth1", "enp1s0f0np0")], keep_address=False).splitlines() == [
         "link set dev eth1 down", "link set dev eth1 name enp1s0f0np0",
@@ -154,6 +177,16 @@ def test_written_inventory_parses_with_the_shipped_group_vars(tmp_path: Path) ->
     assert hostvars["dgx3"]["ansible_connection"] == "community.docker.docker"
     assert hostvars["dgx3"]["spark_mgmt_address"] == "10.0.1.73"
     assert hostvars["dgx3"]["spark_topology"] == "ring"
+
+
+def test_written_inventory_names_the_networkmanager_node(tmp_path: Path) -> None:
+    lp = lab.lab_plan("tp3", plan("tp3"))
+    dest = lab.write_inventory(ROOT / "inventories" / "tp3-triangle", tmp_path / "inventory", lp)
+    listing = subprocess.run([str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(dest), "--list"],
+                             capture_output=True, text=True, check=True)
+    hostvars = json.loads(listing.stdout)["_meta"]["hostvars"]
+    assert {h: v["spark_fabric_netplan_renderer"] for h, v in hostvars.items()} == {
+        "dgx1": "networkd", "dgx2": "networkd", "dgx3": "NetworkManager"}
 
 
 def test_render_inputs_hash_follows_the_inventory(tmp_path: Path) -> None:

@@ -124,3 +124,25 @@ def test_netplan_document() -> None:
     assert "networkmanager" not in networkd["network"]["ethernets"]["enp1s0f0np0"]
     with pytest.raises(AnsibleFilterError, match="host dgx3: spark_fabric_netplan_renderer"):
         fabric.spark_netplan(node, "ifupdown")
+
+
+# What keeps a fabric port free of IPv6 under each renderer. `link-local: []` removes fe80:: under networkd only;
+# under NetworkManager netplan writes it as ipv6.method=ignore, which leaves the kernel's fe80:: in place, so the
+# keyfile must say disabled (molecule/fabric/verify.yml shows both on the lab: keyfile, live ports, a control).
+@pytest.mark.parametrize("renderer,networkmanager", [
+    ("NetworkManager", {"passthrough": {"ipv6.method": "disabled"}}),
+    ("networkd", None),
+])
+def test_every_fabric_port_has_ipv6_off_under_each_renderer(renderer: str, networkmanager: Any) -> None:
+    for host in ("dgx1", "dgx2", "dgx3"):
+        node = fabric.spark_plan_node(fabric.spark_plan(inventory("triangle", 3)), host)
+        doc = fabric.spark_netplan(node, renderer)
+        assert doc["network"]["renderer"] == renderer
+        eth = doc["network"]["ethernets"]
+        assert sorted(eth) == sorted(i["netdev"] for i in node["interfaces"])
+        for entry in eth.values():
+            assert (entry["dhcp6"], entry["accept-ra"], entry["link-local"]) == (False, False, [])
+            if networkmanager is None:
+                assert "networkmanager" not in entry
+            else:
+                assert entry["networkmanager"]["passthrough"] == networkmanager["passthrough"]

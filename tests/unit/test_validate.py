@@ -171,8 +171,6 @@ REFUSED: list[tuple[str, Callable[[list[dict[str, Any]]], None], str]] = [
     ("mgmt multicast", set_one(0, "spark_mgmt_address", "239.1.1.1"), "host dgx1: spark_mgmt_address must be a unicast address"),
     ("mgmt broadcast", set_one(0, "spark_mgmt_address", "255.255.255.255"), "host dgx1: spark_mgmt_address must be a unicast address"),
     # cluster-wide settings, GID index and renderer
-    ("renderer differs", set_one(2, "spark_fabric_netplan_renderer", "networkd"),
-     "host dgx3: spark_fabric_netplan_renderer 'networkd' differs from host dgx1's 'NetworkManager': it is a cluster-wide setting"),
     ("gid differs", set_one(1, "spark_roce_gid_index", 4),
      "host dgx2: spark_roce_gid_index 4 differs from host dgx1's 3: it is a cluster-wide setting"),
     ("mgmt interface differs", set_one(1, "spark_mgmt_interface", "eno1"),
@@ -268,6 +266,14 @@ def test_usable_values_pass(values: dict[str, Any]) -> None:
     for e in raw:
         e.update(copy.deepcopy(values))
     assert fabric.spark_validate(raw, ["/work/sparkfleet", "/home/op", "/tmp"]) == []
+
+
+def test_the_netplan_renderer_is_each_nodes_own() -> None:
+    raw = triangle()
+    set_one(2, "spark_fabric_netplan_renderer", "NetworkManager")(raw)
+    for entry in raw[:2]:
+        entry["spark_fabric_netplan_renderer"] = "networkd"
+    assert fabric.spark_validate(raw) == []
 
 
 def test_empty_inventory_is_one_line() -> None:

@@ -16,11 +16,12 @@ apt-get update -qq
 # dkms, build-essential, linux-headers-amd64, mokutil, openssl: the host role's DKMS build and signing,
 # against Debian's real headers for a Debian kernel release (not the running kernel).
 # grub-common, grub2-common: grub-editenv / grub-reboot on stand-in /boot files.
+# network-manager: the netplan renderer of DGX OS, run by the lab nodes that render the fabric for it.
 apt-get install -y -qq --no-install-recommends \
   systemd systemd-sysv dbus udev \
   python3 python3-apt python3-requests python3-aiohttp python3-yaml \
   iproute2 iputils-ping procps kmod ca-certificates curl rsync openssh-client openssh-server less gnupg \
-  lldpd netplan.io docker.io git sudo \
+  lldpd netplan.io network-manager docker.io git sudo \
   dkms build-essential linux-headers-amd64 openssl mokutil grub-common grub2-common \
   apt-utils dpkg-dev >/dev/null
 
@@ -29,6 +30,13 @@ systemctl mask getty.target getty@.service serial-getty@.service console-getty.s
 # networkd is the lab's netplan renderer. With no managed link, wait-online would time out and fail.
 systemctl enable systemd-networkd.service
 systemctl mask systemd-networkd-wait-online.service
+# NetworkManager runs only on the nodes whose inventory renders the fabric for it: lab.py starts it there, after
+# the interfaces have their planned names. Never a profile of its own on a port (no "Wired connection" with
+# DHCP on a cable); lab.py also leaves it the management interface alone. Its wait-online unit has nothing
+# to wait for.
+systemctl disable NetworkManager.service NetworkManager-dispatcher.service
+systemctl mask NetworkManager-wait-online.service
+printf '[main]\nno-auto-default=*\n' >/etc/NetworkManager/conf.d/50-sparkfleet-lab.conf
 # udevd is skipped by its own condition (read-only /sys in a container); udevadm stays for netplan.
 # The kernel is the host's: nothing to load, nothing to build at boot for it.
 systemctl mask dkms.service

@@ -63,10 +63,11 @@ INVENTORY_KEYS = (
     "spark_roce_gid_index", "spark_nccl_overrides", "spark_nccl_profile", "spark_roce_traffic_class",
     "spark_fabric_switch_ports",
 ) + HOST_PATH_KEYS + CONTROLLER_PATH_KEYS + GUARD_KEYS
-# Cluster-wide settings and the default each host has when it does not set one.
+# Cluster-wide settings and the default each host has when it does not set one. The netplan renderer is not one:
+# it is the daemon of the node's own network stack and shapes only that node's file.
 GROUP_KEYS: dict[str, Any] = {
     "spark_topology": None, "spark_fabric_prefix": DEFAULT_FABRIC_PREFIX, "spark_fabric_ports": DEFAULT_PORTS,
-    "spark_fabric_netplan_renderer": DEFAULT_NETPLAN_RENDERER, "spark_roce_gid_index": DEFAULT_GID_INDEX,
+    "spark_roce_gid_index": DEFAULT_GID_INDEX,
     "spark_mgmt_interface": DEFAULT_MGMT_INTERFACE,
     "spark_nccl_profile": None, "spark_roce_traffic_class": _NCCL_POLICY.DEFAULT_TRAFFIC_CLASS,
 }
