@@ -68,3 +68,27 @@ def test_cli_passes_and_checks(standin: Callable[..., Standin], tmp_path: Path) 
     assert all(p["metrics"]["ttfat_s"]["mean"] == p["metrics"]["ttft_s"]["mean"] for p in points)
     bad = subprocess.run(cli + ["--suites", "decode,bogus", "--check"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "suites: unknown ['bogus']" in bad.stderr
+
+
+def test_playbook_monitors_every_rank_of_the_inventory(standin: Callable[..., Standin], tmp_path: Path) -> None:
+    server = standin({"STANDIN_ITL_S": "0.002"})
+    common = [str(ROOT / ".venv" / "bin" / "ansible-playbook"), "playbooks/bench.yml", "-i", "inventories/tp3-triangle",
+              "-e", f"spark_bench_url={server.url}", "-e", f"spark_bench_model={MODEL}",
+              # every rank reached on this machine (the sampler reads its /proc), hardware-less like the lab
+              "-e", "ansible_connection=local", "-e", f"ansible_python_interpreter={sys.executable}",
+              "-e", "spark_device_policy=available", "-e", "spark_bench_progress_s=1",
+              "-e", '{"spark_bench_suites": [decode], "spark_bench_concurrency": [1], "spark_bench_cases": [prose],'
+                    ' "spark_bench_max_samples": 3, "spark_bench_monitor_limits": {"interval_s": "0.2"}}']
+    proc = subprocess.run(common + ["-e", f"spark_bench_output_dir={tmp_path / 'on'}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    monitors = json.loads((tmp_path / "on" / "bench.json").read_text())["monitors"]
+    assert list(monitors["nodes"]) == ["dgx1", "dgx2", "dgx3"] and monitors["limits"]["interval_s"] == 0.2
+    # the floor is the serving profile's steady guard (3 GiB) plus the default margin (1 GiB)
+    assert all(n["memory_floor_gib"] == 4.0 and n["samples"] >= 2 and n["min_available_gib"] > 0
+               for n in monitors["nodes"].values())
+    assert "monitors: dgx1 MemAvailable" in (tmp_path / "on" / "progress.log").read_text()
+    off = subprocess.run(common + ["-e", f"spark_bench_output_dir={tmp_path / 'off'}", "-e", "spark_bench_monitor=false"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert off.returncode == 0, off.stdout[-3000:]
+    assert json.loads((tmp_path / "off" / "bench.json").read_text())["monitors"] is None

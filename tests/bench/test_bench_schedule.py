@@ -20,6 +20,7 @@ from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_sched
     promote, prometheus_textfile, prune_history, write_textfile)
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_stats import summarize
 
+from test_bench_monitor import fake_rank
 from conftest import MODEL, Standin
 from testlib import COLLECTION, ROOT
 
@@ -117,7 +118,10 @@ def _render(tmp_path: Path, url: str) -> Path:
              "spark_bench_schedule_concurrency": [2], "spark_bench_schedule_cases": ["code-nothink"],
              "spark_bench_schedule_suites": ["decode"], "spark_bench_schedule_identity": {"serve_profile": "tp3-64k-r6"},
              "spark_bench_schedule_min_samples": 2, "spark_bench_schedule_max_samples": 2,
-             "spark_bench_schedule_max_tokens": 32, "spark_bench_schedule_timeout": 20}
+             "spark_bench_schedule_max_tokens": 32, "spark_bench_schedule_timeout": 20,
+             "spark_bench_schedule_monitors": [{"node": "r0", "argv": fake_rank(tmp_path, "r0", 11.0)[0],
+                                                "python": sys.executable, "gpu_required": False}],
+             "spark_bench_schedule_monitor_limits": {"interval_s": 0.2}}
     proc = subprocess.run([str(ROOT / ".venv" / "bin" / "ansible-playbook"), "tests/bench/render_bench_schedule.yml",
                            "-e", json.dumps(extra)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-2000:]
@@ -158,6 +162,9 @@ def test_rendered_units_run_the_scheduled_benchmark(standin: Callable[..., Stand
     reports = sorted(p.name for p in history.iterdir() if p.name != "latest")
     assert len(reports) == 1  # keep = 1
     assert os.readlink(history / "latest") == reports[0]
+    # every scheduled run was monitored: the rank's memory sampled through its stream
+    monitored = json.loads((history / "latest" / "bench.json").read_text())["monitors"]
+    assert monitored["nodes"]["r0"]["min_available_gib"] == 11.0 and monitored["halted"] is None
     report = json.loads((history / "latest" / "bench.json").read_text())
     assert report["comparison"]["baseline"] == str(tmp_path / "state" / "baseline.json")
     assert report["comparison"]["points"]

@@ -1,13 +1,23 @@
-"""Pure helper of the bench playbooks: the serving endpoint of an inventory's head node.
+"""Pure helpers of the bench playbooks: the serving endpoint of an inventory's head node, and the monitor stream
+of every rank.
 
 One function feeds playbooks/bench.yml and playbooks/bench-schedule.yml, so both benchmark the same URL.
 """
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Optional
 
 from ansible.errors import AnsibleFilterError
+
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_policy as _POLICY
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_memguard import parse_size
+
+GIB = 1024 ** 3
+SSH_CONNECTIONS = ("ssh", "ansible.builtin.ssh", "ansible.legacy.ssh", "paramiko", "ansible.builtin.paramiko_ssh")
+DOCKER_CONNECTIONS = ("docker", "community.docker.docker")
+LOCAL_CONNECTIONS = ("local", "ansible.builtin.local", "ansible.legacy.local")
 
 
 def spark_bench_head_url(hostvars: Any, hosts: Any, default_port: int = 8000) -> str:
@@ -31,8 +41,80 @@ def spark_bench_head_url(hostvars: Any, hosts: Any, default_port: int = 8000) ->
     return f"http://{address}:{port}"
 
 
+def _ssh_argv(host: str, hv: Mapping[str, Any]) -> list[str]:
+    """ssh to the node as Ansible reaches it: address, port, user, key and the inventory's extra ssh arguments."""
+    argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=5"]
+    port = hv.get("ansible_port") or hv.get("ansible_ssh_port")
+    if port:
+        argv += ["-p", str(port)]
+    key = hv.get("ansible_ssh_private_key_file") or hv.get("ansible_private_key_file")
+    if key:
+        argv += ["-i", str(key)]
+    for field in ("ansible_ssh_common_args", "ansible_ssh_extra_args"):
+        try:
+            argv += shlex.split(str(hv.get(field) or ""))
+        except ValueError as exc:
+            raise AnsibleFilterError(f"host {host}: {field} does not parse as ssh arguments: {exc}") from None
+    user = hv.get("ansible_user") or hv.get("ansible_ssh_user")
+    address = str(hv.get("ansible_host") or host)
+    return argv + [f"{user}@{address}" if user else address]
+
+
+def monitor_transport(host: str, hv: Mapping[str, Any]) -> tuple[list[str], bool]:
+    """(argv that reaches the node, whether its command goes through a remote shell), by its ansible_connection."""
+    connection = str(hv.get("ansible_connection") or "ssh")
+    if connection in SSH_CONNECTIONS:
+        return _ssh_argv(host, hv), True
+    if connection in DOCKER_CONNECTIONS:
+        argv = ["docker"] + (["-H", str(hv["ansible_docker_host"])] if hv.get("ansible_docker_host") else [])
+        user = hv.get("ansible_user")
+        return argv + ["exec", "-i"] + (["-u", str(user)] if user else []) + [str(hv.get("ansible_host") or host)], False
+    if connection in LOCAL_CONNECTIONS:
+        return [], False
+    raise AnsibleFilterError(f"host {host}: ansible_connection {connection!r} cannot carry the bench monitor stream "
+                             f"(supported: ssh, community.docker.docker, local)")
+
+
+def _floor_gib(host: str, profile: Optional[Mapping[str, Any]], margin_gib: Any) -> float:
+    threshold = (profile or {}).get("guard_steady_threshold", "3GiB")
+    try:
+        margin = float(margin_gib)
+        steady = parse_size(threshold) / GIB
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"host {host}: bench memory floor: steady guard {threshold!r} plus margin "
+                                 f"{margin_gib!r}: {exc}") from None
+    if margin < 0:
+        raise AnsibleFilterError(f"host {host}: spark_bench_monitor_margin_gib must not be negative, got {margin_gib!r}")
+    return round(steady + margin, 3)
+
+
+def _python(hv: Mapping[str, Any]) -> str:
+    """The node's interpreter when the inventory names one by path; otherwise python3 (auto, or unset)."""
+    value = str(hv.get("ansible_python_interpreter") or "")
+    return value if value.startswith("/") else "python3"
+
+
+def spark_bench_monitors(hostvars: Any, hosts: Any, profiles: Any = None, margin_gib: Any = 1) -> list[dict[str, Any]]:
+    """One monitor per serving rank (hosts with a spark_rank), in rank order: how to reach it, the MemAvailable
+    floor (its steady memory guard plus `margin_gib`) and whether its GPU must be readable (device policy)."""
+    monitors = []
+    ranked = [h for h in (hosts or []) if "spark_rank" in hostvars[h]]
+    for host in sorted(ranked, key=lambda h: int(hostvars[h]["spark_rank"])):
+        hv: Mapping[str, Any] = hostvars[host]
+        try:
+            policy = _POLICY.settle(hv.get("spark_device_policy"), str(host))
+        except _POLICY.PolicyError as err:
+            raise AnsibleFilterError(str(err)) from None
+        argv, remote_shell = monitor_transport(host, hv)
+        monitors.append({"node": host, "argv": argv, "remote_shell": remote_shell,
+                         "memory_floor_gib": _floor_gib(host, (profiles or {}).get(host), margin_gib),
+                         "gpu_required": policy == "require",
+                         "python": _python(hv)})
+    return monitors
+
+
 class FilterModule:
     """Bench filters."""
 
     def filters(self) -> dict[str, Any]:
-        return {"spark_bench_head_url": spark_bench_head_url}
+        return {"spark_bench_head_url": spark_bench_head_url, "spark_bench_monitors": spark_bench_monitors}

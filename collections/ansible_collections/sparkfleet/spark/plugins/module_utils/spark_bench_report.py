@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_stats import is_regression, welch, direction
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_monitor import monitor_reasons
 
 SCHEMA = "sparkfleet-bench/1"
 # metric -> higher is better; only these take part in the regression rule (the reference gates on
@@ -32,7 +33,7 @@ def new_report(url: str, model: str, started: str, workload: dict[str, Any]) -> 
     return {"schema": SCHEMA, "started": started, "finished": None, "url": url, "model": model,
             "identity": {}, "workload": workload, "client": {}, "server_metrics": None, "suites": {},
             "completed_suites": [], "discarded_samples": [], "failed_requests": 0, "failures_by_class": {},
-            "errors": [], "aborted": None, "comparison": None, "verdict": None}
+            "errors": [], "aborted": None, "comparison": None, "verdict": None, "monitors": None}
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -80,7 +81,7 @@ def verdict_reasons(report: dict[str, Any]) -> list[str]:
     error = (report.get("comparison") or {}).get("error")
     if error:
         reasons.append(f"comparison: {error}")
-    return reasons
+    return reasons + monitor_reasons(report.get("monitors"))
 
 
 def verdict(report: dict[str, Any]) -> str:
@@ -258,8 +259,30 @@ def summary_markdown(report: dict[str, Any]) -> str:
                 _md_decode(out, suites[name], str(report.get("model") or ""))
             else:
                 writer(out, suites[name])
+    _md_monitors(out, report.get("monitors"))
     _md_comparison(out, report.get("comparison"))
     return out.getvalue()
+
+
+def _md_monitors(out: io.StringIO, monitors: Optional[dict[str, Any]]) -> None:
+    out.write("\n## Monitors\n\n")
+    if not monitors:
+        out.write("none: no rank was named to sample (memory, thermals and GPU were not watched)\n")
+        return
+    if monitors.get("halted"):
+        out.write(f"HALTED: {monitors['halted']}\n\n")
+    out.write("| rank | samples | min MemAvailable GiB (floor) | swap growth GiB | max zone °C | max GPU °C | "
+              "min headroom °C | SM clock MHz | power W | flags |\n|---|---|---|---|---|---|---|---|---|---|\n")
+    for node, rec in monitors.get("nodes", {}).items():
+        flags = [f for f, on in (("clock latch", rec.get("clock_latch")),
+                                 ("thermal slowdown", rec.get("thermal_slowdown"))) if on]
+        gpu = rec.get("gpu") or "not sampled"
+        clocks = f"{_fmt(rec.get('min_sm_clock_mhz'), 0)}–{_fmt(rec.get('max_sm_clock_mhz'), 0)}"
+        out.write(f"| {node} | {rec.get('samples')} | {_fmt(rec.get('min_available_gib'))} "
+                  f"({_fmt(rec.get('memory_floor_gib'))}) | {_fmt(rec.get('swap_growth_gib'))} | "
+                  f"{_fmt(rec.get('max_zone_c'), 1)} | {_fmt(rec.get('max_gpu_c'), 1)} | "
+                  f"{_fmt(rec.get('min_headroom_c'), 1)} | {clocks} | {_fmt(rec.get('max_power_w'), 1)} | "
+                  f"{', '.join(flags) or ('GPU ' + gpu if gpu != 'sampled' else '')} |\n")
 
 
 def _md_quality(out: io.StringIO, suite: dict[str, Any]) -> None:

@@ -30,6 +30,8 @@ from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_compl
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_compliance import prompt as compliance_prompt
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_compliance import (
     prompts_sha256 as compliance_sha256)
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_monitor import (
+    MonitorLimits, Monitors, MonitorSpec, monitor_warnings, spec_problems)
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_metrics import (
     Peaks, deltas, foreign_traffic, is_idle, parse_prometheus, prefix_hit_rate, spec_decode)
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_prompts import (
@@ -101,6 +103,10 @@ class BenchConfig:
     sparkfleet_version: str = ""
     # A file whose appearance stops the run at the next point boundary (an operator's or another job's hold).
     hold_file: str = ""
+    # One stream per rank that samples memory, thermals and the GPU during the run (MonitorSpec fields), and the
+    # limits that halt it (MonitorLimits fields); none: the run is not monitored, and the report says so.
+    monitors: list[dict[str, Any]] = field(default_factory=list)
+    monitor_limits: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # `full` names the reference's full run; expanded here so the report lists the suites it ran.
@@ -162,6 +168,18 @@ def validate(cfg: BenchConfig) -> list[str]:
             problems.append("identity: image_labels must be a mapping of label to value")
     if cfg.compare and cfg.compare != "none" and not Path(cfg.compare).is_file():
         problems.append(f"compare: baseline {cfg.compare!r} is not a file")
+    return problems + _monitor_problems(cfg)
+
+
+def _monitor_problems(cfg: BenchConfig) -> list[str]:
+    problems = spec_problems(cfg.monitors)
+    known = set(MonitorLimits.__dataclass_fields__)
+    unknown = sorted(k for k in cfg.monitor_limits if k not in known)
+    if unknown:
+        problems.append(f"monitor_limits: unknown {unknown} (known: {', '.join(sorted(known))})")
+    for key, value in cfg.monitor_limits.items():
+        if key in known and not (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0):
+            problems.append(f"monitor_limits.{key}: must be a positive number, got {value!r}")
     return problems
 
 
@@ -450,6 +468,8 @@ class Runner:
         self.contexts: dict[int, str] = {}
         self.has_tokenize: Optional[bool] = None
         self.stop_reason: Optional[str] = None
+        self.task: Optional["asyncio.Task[Any]"] = None
+        self.monitors: Optional[Monitors] = None
         self.client: BenchClient
         self.hygiene: Hygiene
 
@@ -497,6 +517,7 @@ class Runner:
         fail with the reason, and returned."""
         cpu0, wall0 = _cpu_seconds(), time.perf_counter()
         lag = LoopLag()
+        self.task = asyncio.current_task()
         with self._stopped_by_signals():
             try:
                 await self._run_suites(lag)
@@ -522,14 +543,43 @@ class Runner:
         async with BenchClient(cfg.url, cfg.timeout, cfg.api_key, max_conn) as client:
             self.client, self.hygiene = client, Hygiene(client, cfg)
             lag.start()
-            await self._identify()
-            self.save()
-            for suite in (s for s in SUITE_ORDER if s in cfg.suites):
-                self.boundary()
-                self.log(f"suite {suite}")
-                await getattr(self, f"suite_{suite}")()
-                self.report["completed_suites"].append(suite)
+            try:
+                await self._start_monitors()
+                await self._identify()
                 self.save()
+                for suite in (s for s in SUITE_ORDER if s in cfg.suites):
+                    self.boundary()
+                    self.log(f"suite {suite}")
+                    await getattr(self, f"suite_{suite}")()
+                    self.report["completed_suites"].append(suite)
+                    self.save()
+            finally:
+                await self._stop_monitors()
+
+    async def _start_monitors(self) -> None:
+        """Every rank's stream, each with a first sample, before the first request; a rank without one aborts."""
+        if not self.cfg.monitors:
+            return
+        specs = [MonitorSpec(**m) for m in self.cfg.monitors]
+        self.log("monitors: starting on " + ", ".join(s.node for s in specs))
+        self.monitors = Monitors(specs, MonitorLimits(**self.cfg.monitor_limits), self._monitor_halt, self.log)
+        reason = await self.monitors.start()
+        if reason:
+            raise Abort(f"monitor halt: {reason}")
+
+    def _monitor_halt(self, reason: str) -> None:
+        """A monitor's rule tripped: cancel the run (in-flight requests too); it ends as a fail with the reason."""
+        if self.stop_reason is None and self.task is not None:
+            self.stop_reason = f"monitor halt: {reason}"
+            self.task.cancel()
+
+    async def _stop_monitors(self) -> None:
+        if self.monitors is None:
+            return
+        self.report["monitors"] = await self.monitors.stop()
+        warnings = monitor_warnings(self.report["monitors"])
+        if warnings:
+            self.report.setdefault("warnings", []).extend(warnings)
 
     def _load_baseline(self) -> Optional[dict[str, Any]]:
         if not self.cfg.compare or self.cfg.compare == "none":

@@ -167,6 +167,57 @@ options:
         can print them while it runs (spark_job_progress). Empty writes none.
     type: path
     default: ""
+  monitors:
+    description:
+      - One stream per rank that samples it every second while the run lasts (bench method reference 1.6) --
+        MemAvailable and swap, the hottest thermal zone and, every I(monitor_limits.gpu_interval_s), the GPU as
+        C(nvidia-smi) reports it. The sampler is sent over the stream to the rank's C(python3) and ends with it;
+        nothing is installed on the rank.
+      - "The run halts (in-flight requests cancelled, the partial report written, verdict C(fail) with the reason)
+        when a rank's MemAvailable falls below its floor, a GPU passes I(monitor_limits.gpu_temp_c) or comes within
+        I(monitor_limits.gpu_headroom_c) of its slowdown temperature, a thermal zone passes
+        I(monitor_limits.zone_c), a rank is silent for I(monitor_limits.silence_s), its stream ends, or a GPU that
+        is required cannot be read. A busy GPU held below I(monitor_limits.latch_mhz) (the clock latch) is
+        flagged; any thermal slowdown fails the run (its figures are not comparable)."
+      - bench.json keeps per rank the extremes, the flags and a timeline (one sample per
+        I(monitor_limits.timeline_s)). Empty runs unmonitored, and the report says so.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      node:
+        description: The rank's name in the report.
+        type: str
+        required: true
+      argv:
+        description: The command that reaches the rank, e.g. C([ssh, -o, BatchMode=yes, admin@dgx1]) or
+          C([docker, exec, -i, dgx1]); empty runs the sampler on this machine.
+        type: list
+        elements: str
+        default: []
+      remote_shell:
+        description: The rank's command is passed as one shell word (ssh joins its arguments for a remote shell).
+        type: bool
+        default: false
+      memory_floor_gib:
+        description: MemAvailable below which the run halts (the steady memory guard plus a margin).
+        type: float
+        default: 4.0
+      gpu_required:
+        description: A GPU that cannot be read halts the run (device policy C(require)); false records why.
+        type: bool
+        default: true
+      python:
+        description: The rank's Python 3 interpreter.
+        type: str
+        default: python3
+  monitor_limits:
+    description:
+      - "Limits and rates of the monitors, each a positive number: C(gpu_temp_c) (90), C(gpu_headroom_c) (5),
+        C(zone_c) (98), C(silence_s) (15), C(latch_mhz) (1000), C(latch_util_pct) (50), C(interval_s) (1),
+        C(gpu_interval_s) (15), C(timeline_s) (10)."
+    type: dict
+    default: {}
 attributes:
   check_mode:
     support: full
@@ -202,6 +253,10 @@ failed_requests:
   description: Requests that failed (any class).
   returned: success, not in check mode
   type: int
+monitors:
+  description: Per rank what the monitors sampled (extremes, flags, timeline), the limits, and the halt reason.
+  returned: success, not in check mode, when monitors were given
+  type: dict
 aborted:
   description: Why the run stopped early, or null.
   returned: success, not in check mode
@@ -256,6 +311,15 @@ ARGS: dict[str, Any] = {
     "api_key_file": {"type": "path", "default": ""},
     "extra_body": {"type": "dict", "default": {}},
     "progress_log": {"type": "path", "default": ""},
+    "monitors": {"type": "list", "elements": "dict", "default": [], "options": {
+        "node": {"type": "str", "required": True},
+        "argv": {"type": "list", "elements": "str", "default": []},
+        "remote_shell": {"type": "bool", "default": False},
+        "memory_floor_gib": {"type": "float", "default": 4.0},
+        "gpu_required": {"type": "bool", "default": True},
+        "python": {"type": "str", "default": "python3"},
+    }},
+    "monitor_limits": {"type": "dict", "default": {}},
 }
 
 
@@ -268,10 +332,29 @@ def run_logged(cfg: BenchConfig, progress_log: str) -> dict[str, Any]:
         return run_bench(cfg, lambda line: handle.write(line.rstrip("\n") + "\n"))
 
 
+def _number(value: Any) -> Any:
+    """A limit given as a string (-e, templating) as its number; anything else as given, for validate to name."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _monitors_brief(monitors: Any) -> Any:
+    """The report's monitors without the timelines (those stay in bench.json)."""
+    if not monitors:
+        return monitors
+    nodes = {n: {k: v for k, v in rec.items() if k != "timeline"} for n, rec in monitors["nodes"].items()}
+    return {**monitors, "nodes": nodes}
+
+
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGS, supports_check_mode=True)
     params = {k: v for k, v in module.params.items()}
     progress_log = params.pop("progress_log")
+    params["monitor_limits"] = {k: _number(v) for k, v in params["monitor_limits"].items()}
     try:
         params["api_key"] = read_api_key(params.pop("api_key_file"), os.environ)
     except ValueError as exc:
@@ -286,7 +369,7 @@ def main() -> None:
     out = Path(cfg.output_dir)
     module.exit_json(
         changed=True, verdict=report["verdict"], failed_requests=report["failed_requests"],
-        aborted=report["aborted"], planned_points=report["identity"].get("planned_points", plan(cfg)),
+        aborted=report["aborted"], monitors=_monitors_brief(report.get("monitors")), planned_points=report["identity"].get("planned_points", plan(cfg)),
         bench_json=str(out / "bench.json"), summary=(out / "summary.md").read_text(encoding="utf-8"),
         files={"bench_json": str(out / "bench.json"), "summary": str(out / "summary.md"),
                "csv": str(out / "points.csv"), "plots": report.get("plots", [])})
