@@ -35,6 +35,11 @@ def _report(verdict: str) -> dict[str, Any]:
                      "decode": {"points": [{"case": "prose", "concurrency": 4, "n": 3, "failed_requests": 0,
                                             "metrics": {"tps": summarize([190.0, 200.0, 210.0]),
                                                         "ttft_s": summarize([0.2, 0.2, 0.2])}}]}}
+    rep["monitors"] = {"halted": None, "nodes": {
+        "dgx1": {"min_available_gib": 5.5, "max_gpu_c": 71.0, "max_zone_c": 64.5, "min_sm_clock_mhz": 2405.0,
+                 "clock_latch": False, "timeline": [{"t": 1.0}]},
+        "dgx2": {"min_available_gib": 20.25, "max_gpu_c": None, "max_zone_c": 60.0, "min_sm_clock_mhz": None,
+                 "clock_latch": False, "timeline": []}}}
     return rep
 
 
@@ -54,8 +59,14 @@ def test_textfile_is_valid_and_carries_the_headline(tmp_path: Path) -> None:
     # base units only, and the unit ends every name
     names = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
     assert not [n for n in names if "millisecond" in n or "_ms" in n]
-    assert all(n.endswith(("_seconds", "_per_second", "_verdict", "_requests", "_aborted", "_passed", "_regressions"))
+    assert all(n.endswith(("_seconds", "_per_second", "_verdict", "_requests", "_aborted", "_passed", "_regressions",
+                           "_bytes", "_celsius", "_hertz", "_halted", "_latch"))
                for n in names), names
+    # what the monitors saw per rank, in base units; a figure a rank did not sample is left out
+    assert 'sparkfleet_bench_monitor_min_available_bytes{model="m",url="http://h:8000",node="dgx1"} 5905580032' in text
+    assert 'sparkfleet_bench_monitor_min_sm_clock_hertz{model="m",url="http://h:8000",node="dgx1"} 2405000000' in text
+    assert 'node="dgx2"} ' in text and 'sparkfleet_bench_monitor_max_gpu_celsius{model="m",url="http://h:8000",node="dgx2"}' \
+        not in text and values["sparkfleet_bench_monitor_halted"] == 0
     # no label whose value changes from run to run: two runs at other times, of other reports, give the same series
     later = _report("pass")
     later.update(finished="2026-11-30T03:36:40Z", started="2026-11-30T03:30:00Z")

@@ -112,7 +112,32 @@ def prometheus_textfile(report: dict[str, Any]) -> str:
     lines += _interval_families("prefill", "tokens_per_second", "Cold prefill tok/s", rows)
     lines += _family("sparkfleet_bench_client_cpu_seconds", "gauge", "Benchmark client CPU time.",
                      [(_labels(**base), (report.get("client") or {}).get("cpu_s"))])
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _monitor_families(base, report.get("monitors"))) + "\n"
+
+
+# (record field, family, scale to the base unit, help) of each rank's monitor record.
+MONITOR_FAMILIES = (
+    ("min_available_gib", "sparkfleet_bench_monitor_min_available_bytes", 1024 ** 3,
+     "Lowest MemAvailable of the rank during the benchmark."),
+    ("max_gpu_c", "sparkfleet_bench_monitor_max_gpu_celsius", 1.0, "Hottest GPU temperature during the benchmark."),
+    ("max_zone_c", "sparkfleet_bench_monitor_max_zone_celsius", 1.0, "Hottest thermal zone during the benchmark."),
+    ("min_sm_clock_mhz", "sparkfleet_bench_monitor_min_sm_clock_hertz", 1e6, "Lowest GPU SM clock during the benchmark."),
+)
+
+
+def _monitor_families(base: dict[str, Any], monitors: Optional[dict[str, Any]]) -> list[str]:
+    """Per rank (label `node`) what the monitors saw, and whether they halted the run."""
+    if not monitors:
+        return []
+    nodes = monitors.get("nodes") or {}
+    lines = _family("sparkfleet_bench_monitor_halted", "gauge", "1 when a monitor halted the last benchmark.",
+                    [(_labels(**base), int(bool(monitors.get("halted"))))])
+    for field, name, scale, text in MONITOR_FAMILIES:
+        lines += _family(name, "gauge", text, [(_labels(**base, node=node), None if rec.get(field) is None
+                                                else rec[field] * scale) for node, rec in nodes.items()])
+    lines += _family("sparkfleet_bench_monitor_clock_latch", "gauge", "1 when the rank's GPU held a latched clock.",
+                     [(_labels(**base, node=node), int(bool(rec.get("clock_latch")))) for node, rec in nodes.items()])
+    return lines
 
 
 _WINDOW = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
