@@ -6,7 +6,7 @@
 BENCH_BUILD := $(BUILD)/bench-client
 BENCHY_VENV := $(BUILD)/llama-benchy-venv
 BENCHY_VERSION := 0.4.0
-BENCH_STREAMS ?= 1,8,64
+BENCH_STREAMS ?= 1,8,16x5,64
 BENCH_RUNS ?= 3
 
 NODE_TEST_TARGETS += test-bench-schedule

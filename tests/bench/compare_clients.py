@@ -45,6 +45,7 @@ BOOK_URL = "http://127.0.0.1:9/sparkfleet-offline-book.txt"  # never fetched: th
 TTFT_BASE = 0.1
 PREFILL_TPS = 1.0e7
 PP, TG = 128, 256
+DEFAULT_POINTS = "1,8,16x5,64"  # 16 x 5 ms is the issue's point; 1, 8, 64 at 20 ms as before
 
 TOKENIZER_SCRIPT = r"""
 import sys
@@ -89,57 +90,69 @@ def prepare_benchy(work: Path, venv: Path) -> dict[str, str]:
 
 # ------------------------------------------------------------------ our client, in its own process
 
-async def _measure(url: str, streams: int, runs: int, tg: int) -> dict[str, Any]:
-    import random
-
-    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import BenchClient
-    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_prompts import filler_text, nonce_prefix
-    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import decode_window_tps
-
-    rng = random.Random(0)
-    measured: list[dict[str, Any]] = []
-    completion: list[int] = []
-    failed = 0
-
-    def body() -> dict[str, Any]:
-        return {"model": MODEL, "messages": [{"role": "user", "content": nonce_prefix(rng) + filler_text(PP - 12)}],
-                "stream": True, "stream_options": {"include_usage": True}, "temperature": 0,
-                "max_tokens": tg, "min_tokens": tg, "ignore_eos": True}
-
-    async with BenchClient(url, timeout_s=600, max_connections=streams + 4) as client:
-        for run in range(runs + 1):  # run 0 is the discarded warm-up, as llama-benchy's
-            results = await asyncio.gather(*(client.stream("/v1/chat/completions", body()) for _ in range(streams)))
-            failed += sum(not r.ok for r in results)
-            completion += [r.completion_tokens for r in results]
-            if run == 0 or any(not r.ok for r in results):
-                continue
-            measured.append({"window_tps": decode_window_tps(results), "requests": [
-                {"id": r.request_id, "t_send": r.t_send, "t_first": r.t_first_token, "t_last": r.t_last_token,
-                 "tokens": r.completion_tokens, "prompt_tokens": r.prompt_tokens, "decode_tps": r.decode_tps}
-                for r in results]})
-    return {"runs": measured, "completion_tokens": completion, "failed": failed}
+def cli_argv(url: str, streams: int, runs: int, tg: int, out_dir: str) -> list[str]:
+    """The bench CLI's options for one point the way llama-benchy measures it: one case, one stream count,
+    one discarded warm-up and then exactly `runs` measured samples of `tg` forced tokens."""
+    return ["--url", url, "--model", MODEL, "--suites", "decode", "--cases", "prose", "--concurrency", str(streams),
+            "--min-samples", str(runs), "--max-samples", str(runs), "--max-tokens", str(tg), "--output-dir", out_dir]
 
 
 def run_ours_child(args: argparse.Namespace) -> None:
-    import ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites  # noqa: F401  (start-up cost measured apart)
+    """The whole CLI run (start-up, suites, reports and plots) in this process; the only addition is a list of
+    the requests it streamed, kept so they can be matched to the server's trace by response id."""
+    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_cli import main as cli_main
+    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import BenchClient
 
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    start_cpu = usage.ru_utime + usage.ru_stime
-    data = asyncio.run(_measure(args.url, args.streams, args.runs, args.tg))
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    data["cpu_self_s"] = usage.ru_utime + usage.ru_stime
-    data["start_cpu_s"] = start_cpu
-    Path(args.out).write_text(json.dumps(data))
+    streamed: list[Any] = []
+    original = BenchClient.stream
+
+    async def recording(self: BenchClient, path: str, body: dict[str, Any], *rest: Any, **kw: Any) -> Any:
+        result = await original(self, path, body, *rest, **kw)
+        streamed.append(result)
+        return result
+
+    BenchClient.stream = recording  # type: ignore[method-assign]
+    status = cli_main(cli_argv(args.url, args.streams, args.runs, args.tg, args.report_dir))
+    Path(args.out).write_text(json.dumps({"status": status, "requests": [
+        {"id": r.request_id, "t_send": r.t_send, "t_first": r.t_first_token, "t_last": r.t_last_token,
+         "tokens": r.completion_tokens, "prompt_tokens": r.prompt_tokens, "ok": r.ok} for r in streamed]}))
+
+
+def sample_groups(requests: list[dict[str, Any]], streams: int, runs: int) -> list[list[dict[str, Any]]]:
+    """The CLI's measured samples, in the order it streamed them: the first `streams` requests are the
+    warm-up, then one group per sample. A sample the CLI discarded and repeated would shift the groups,
+    so anything but exactly runs + 1 samples is refused rather than guessed at."""
+    if len(requests) != (runs + 1) * streams:
+        raise RuntimeError(f"the CLI streamed {len(requests)} requests, expected {(runs + 1) * streams} "
+                           f"({runs} samples + warm-up of {streams}); a discarded sample? see its bench.json")
+    return [requests[i:i + streams] for i in range(streams, len(requests), streams)]
+
+
+def _cli_rates(report: dict[str, Any], streams: int) -> list[float]:
+    """Per sample, the rate the CLI reported: per-stream decode rate at one stream, else the decode window."""
+    point = report["suites"]["decode"]["points"][0]
+    return point["metrics"]["per_stream_tps" if streams == 1 else "decode_window_tps"]["values"]
 
 
 # ------------------------------------------------------------------ the comparison
 
 def _run_ours(url: str, streams: int, runs: int, work: Path, tg: int) -> tuple[dict[str, Any], float]:
-    out = work / f"ours-c{streams}.json"
+    out, report_dir = work / f"ours-c{streams}.json", work / f"ours-c{streams}"
     cpu0 = _cpu_children()
-    subprocess.run([sys.executable, __file__, "ours", "--url", url, "--streams", str(streams), "--runs", str(runs),
-                    "--tg", str(tg), "--out", str(out)], check=True, timeout=1800)
-    return json.loads(out.read_text()), _cpu_children() - cpu0
+    with open(work / f"ours-c{streams}.log", "w", encoding="utf-8") as log:
+        subprocess.run([sys.executable, __file__, "ours", "--url", url, "--streams", str(streams), "--runs", str(runs),
+                        "--tg", str(tg), "--out", str(out), "--report-dir", str(report_dir)],
+                       check=True, timeout=1800, stdout=log, stderr=subprocess.STDOUT)
+    cpu = _cpu_children() - cpu0
+    data = json.loads(out.read_text())
+    report = json.loads((report_dir / "bench.json").read_text())
+    if data["status"] != 0:
+        raise RuntimeError(f"the bench CLI ended {data['status']} ({report.get('verdict')}: {report.get('aborted')})")
+    data["groups"] = sample_groups(data["requests"], streams, runs)
+    data["rates"] = _cli_rates(report, streams)
+    data["cli_cpu_s"] = report["client"]["cpu_s"]
+    data["plots"] = len(report.get("plots") or [])
+    return data, cpu
 
 
 def _benchy(url: str, streams: int, runs: int, work: Path, venv: Path, env: dict[str, str]) -> tuple[dict[str, Any], float]:
@@ -206,18 +219,14 @@ def _rate_errors(measured: float | None, server: float | None, nominal: float) -
 
 def _ours_figures(ours: dict[str, Any], trace: dict[str, dict[str, Any]], streams: int, itl: float,
                   cpu: float, ttft_base: float) -> dict[str, Any]:
-    reqs = [q for run in ours["runs"] for q in run["requests"]]
+    reqs = [q for group in ours["groups"] for q in group]
     missing = [q["id"] for q in reqs if q["id"] not in trace]
     if missing:
         raise RuntimeError(f"{len(missing)} of our requests are not in the stand-in's trace (first {missing[0]!r})")
     recs = [trace[q["id"]] for q in reqs]
     nominal_ttft = ttft_base + statistics.mean(q["prompt_tokens"] for q in reqs) / PREFILL_TPS
-    if streams == 1:
-        measured = statistics.mean(q["decode_tps"] for q in reqs if q["decode_tps"])
-    else:
-        windows = [run["window_tps"] for run in ours["runs"] if run["window_tps"]]
-        measured = statistics.mean(windows) if windows else None
-    server_rates = [_server_rate([trace[q["id"]] for q in run["requests"]]) for run in ours["runs"]]
+    measured = statistics.mean(ours["rates"]) if ours["rates"] else None
+    server_rates = [_server_rate([trace[q["id"]] for q in group]) for group in ours["groups"]]
     server = statistics.mean(w for w in server_rates if w) if any(server_rates) else None
     # t_send is stamped as the request is written, so the client's whole addition to a TTFT is how long
     # after the server began writing the first token the client stamped it.
@@ -228,8 +237,8 @@ def _ours_figures(ours: dict[str, Any], trace: dict[str, dict[str, Any]], stream
             "server_late_ms": _median_ms([r["first_sent"] - r["first_due"] for r in recs]),
             "server_ttft_ms": _median_ms([r["first_sent"] - r["received"] for r in recs]),
             **_rate_errors(measured, server, streams / itl), "cpu_s": cpu,
-            "tokens": sum(ours["completion_tokens"]), "failed": ours["failed"],
-            "nominal_ttft_ms": 1000 * nominal_ttft, "start_cpu_s": ours["start_cpu_s"]}
+            "nominal_ttft_ms": 1000 * nominal_ttft, "cli_cpu_s": ours["cli_cpu_s"], "plots": ours["plots"],
+            "tokens": sum(q["tokens"] for q in ours["requests"]), "failed": sum(not q["ok"] for q in ours["requests"])}
 
 
 def _benchy_figures(benchy: dict[str, Any], recs: list[dict[str, Any]], streams: int, itl: float,
@@ -279,6 +288,22 @@ def compare_one(streams: int, runs: int, itl: float, work: Path, venv: Path | No
         server.stop()
 
 
+def parse_points(text: str, default_itl: float) -> list[tuple[int, float]]:
+    """--streams: `1,8,64` at the default time between tokens, `16x5` = 16 streams at 5 ms between tokens."""
+    points = []
+    for word in (w.strip() for w in text.split(",") if w.strip()):
+        streams, sep, itl_ms = word.partition("x")
+        if int(streams) < 1 or (sep and float(itl_ms) <= 0):
+            raise ValueError(f"--streams: bad point {word!r} (N or NxMS, N >= 1, MS > 0)")
+        points.append((int(streams), float(itl_ms) / 1000 if sep else default_itl))
+    return points
+
+
+def point_label(streams: int, itl: float, default_itl: float) -> str:
+    """The key of a point in the summary: its stream count, with `x<ms>` when not at the default ITL."""
+    return str(streams) if itl == default_itl else f"{streams}x{1000 * itl:g}"
+
+
 def _fmt(value: float | None, spec: str) -> str:
     return "n/a" if value is None else format(value, spec)
 
@@ -299,6 +324,25 @@ def _abs_values(rows: list[dict[str, Any]], tool: str, key: str) -> list[float]:
     return [abs(r[tool][key]) for r in rows if r[tool].get(key) is not None]
 
 
+CPU_RATIO_TARGET = 0.5
+TTFT_TARGET_MS = 1.0
+
+
+def targets(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The issue's targets, point by point: our TTFT error against the server's first write within 1 ms at one
+    stream; our TTFT - server TTFT below llama-benchy's at 16 streams x 5 ms; the whole process's CPU at most
+    half of llama-benchy's."""
+    out: dict[str, Any] = {"cpu_ratio_le_0_5": {r["label"]: r["cpu_ratio_ours_over_benchy"] <= CPU_RATIO_TARGET
+                                                for r in rows if r.get("cpu_ratio_ours_over_benchy") is not None}}
+    for r in rows:
+        if r["streams"] == 1:
+            out[f"ttft_err_le_1ms_{r['label']}"] = abs(r["ours"]["ttft_err_ms"]) <= TTFT_TARGET_MS
+        if r["streams"] == 16 and r["itl_ms"] == 5 and "llama_benchy" in r:
+            out["ttft_below_benchy_16x5"] = (abs(r["ours"]["ttft_err_vs_server_ttft_ms"])
+                                             < abs(r["llama_benchy"]["ttft_err_vs_server_ttft_ms"]))
+    return out
+
+
 def _summary(result: dict[str, Any]) -> dict[str, Any]:
     rows = result["rows"]
     out: dict[str, Any] = {}
@@ -310,7 +354,8 @@ def _summary(result: dict[str, Any]) -> dict[str, Any]:
         out[f"{label}_median_ttft_err_nominal_ms"] = statistics.median(_abs_values(rows, tool, "ttft_err_nominal_ms"))
         out[f"{label}_max_tps_err_pct"] = max(_abs_values(rows, tool, "tps_err_pct"), default=None)
         out[f"{label}_max_tps_err_nominal_pct"] = max(_abs_values(rows, tool, "tps_err_nominal_pct"), default=None)
-    out["cpu_ratio_ours_over_benchy"] = {r["streams"]: r["cpu_ratio_ours_over_benchy"] for r in rows}
+    out["cpu_ratio_ours_over_benchy"] = {r["label"]: r["cpu_ratio_ours_over_benchy"] for r in rows}
+    out["targets"] = targets(rows)
     stress = result.get("stress", {}).get("ours", {})
     out["stress_tps_err_pct"] = stress.get("tps_err_pct")
     out["stress_tps_err_nominal_pct"] = stress.get("tps_err_nominal_pct")
@@ -327,12 +372,13 @@ def main_compare(args: argparse.Namespace) -> None:
                               "runs": args.runs, "rows": []}
     result["load_average_at_start"] = os.getloadavg()
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs (timing figures degrade with load)")
-    for streams in [int(s) for s in args.streams.split(",")]:
+    for streams, itl in parse_points(args.streams, args.itl):
         t0 = time.perf_counter()
-        row = compare_one(streams, args.runs, args.itl, work, venv, env)
+        row = compare_one(streams, args.runs, itl, work, venv, env)
+        row["label"] = point_label(streams, itl, args.itl)
         result["rows"].append(row)
-        print(f"streams {streams} (truth TTFT {row['truth']['ttft_ms']:.2f} ms, {row['truth']['tps']:.0f} tok/s; "
-              f"load {row['load_average']:.2f}; {time.perf_counter() - t0:.0f} s)")
+        print(f"streams {streams} x {1000 * itl:g} ms (truth TTFT {row['truth']['ttft_ms']:.2f} ms, "
+              f"{row['truth']['tps']:.0f} tok/s; load {row['load_average']:.2f}; {time.perf_counter() - t0:.0f} s)")
         print(_line("ours", row["ours"]))
         print(_line("llama-benchy", row["llama_benchy"]))
         print(f"  ratios        CPU ours/llama-benchy {row['cpu_ratio_ours_over_benchy']:.3f}   |TTFT - server TTFT| "
@@ -357,7 +403,8 @@ def main() -> None:
     cmp_ = sub.add_parser("compare")
     cmp_.add_argument("--benchy-venv", required=True)
     cmp_.add_argument("--work", required=True)
-    cmp_.add_argument("--streams", default="1,8,64")
+    cmp_.add_argument("--streams", default=DEFAULT_POINTS,
+                      help="points: N streams at --itl, or NxMS = N streams at MS ms between tokens")
     cmp_.add_argument("--runs", type=int, default=3)
     cmp_.add_argument("--itl", type=float, default=0.02)
     cmp_.add_argument("--stress-streams", type=int, default=256)
@@ -374,6 +421,7 @@ def main() -> None:
     ours.add_argument("--runs", type=int, required=True)
     ours.add_argument("--out", required=True)
     ours.add_argument("--tg", type=int, default=TG)
+    ours.add_argument("--report-dir", required=True, help="the CLI's --output-dir")
     args = parser.parse_args()
     if args.cmd == "ours":
         run_ours_child(args)

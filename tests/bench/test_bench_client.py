@@ -6,7 +6,7 @@ import asyncio
 import json
 import random
 import socket
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 import pytest
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import (
@@ -156,3 +156,30 @@ def test_a_cut_stream_is_a_transport_failure_and_a_refused_connection_too() -> N
         assert refused.error_class == "transport"
 
     asyncio.run(_with_server(handler, body))
+
+
+@pytest.mark.parametrize("ext", [b"", b";ext=1"])
+def test_one_chunk_per_read_fast_path_agrees_with_the_general_parser(ext: bytes, monkeypatch: Any) -> None:
+    """A read holding exactly one chunk (the usual case of a stream) skips the general loop; the result,
+    stamps included, is what the byte-by-byte parse gives. With a chunk extension the general loop runs."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    chunks = [b"%x%s\r\n" % (len(p), ext) + p + b"\r\n" for p in EVENTS] + [b"0\r\n\r\n"]
+    cuts, pos = [], len(head)
+    for chunk in chunks:
+        cuts.append(pos)
+        pos += len(chunk)
+    wire = head + b"".join(chunks)
+    taken: list[bool] = []
+    original = _Response._one_chunk
+
+    def spy(self: _Response, data: bytes, stamp: float) -> bool:
+        taken.append(original(self, data, stamp))
+        return taken[-1]
+
+    monkeypatch.setattr(_Response, "_one_chunk", spy)
+    per_chunk, complete = asyncio.run(_parse(wire, cuts))
+    assert sum(taken) == (0 if ext else len(EVENTS))
+    bytewise, _ = asyncio.run(_parse(wire, list(range(1, len(wire)))))
+    assert complete and per_chunk.completion_tokens == 3 and per_chunk.request_id == "chatcmpl-7"
+    assert per_chunk.token_times == [1.0, 2.0, 3.0]  # read i is stamped i; read 0 is the head
+    assert len(bytewise.token_times) == 3 and per_chunk.finish_reason == bytewise.finish_reason == "length"

@@ -92,3 +92,25 @@ def test_compliance_and_sampled_against_the_standin(standin: Callable[..., Stand
         assert point["output_tokens"] <= 6 * 32
     md = (tmp_path / "summary.md").read_text()
     assert "## Compliance" in md and "16/16 passed — ok" in md and "| essay-c2 | 6 |" in md
+
+
+def test_loop_lag_ticks_every_10ms_and_stops() -> None:
+    """The ticker is a self-re-arming timer callback: ~10 ticks in 0.1 s, lateness >= 0, nothing after stop."""
+    import asyncio
+
+    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import LoopLag
+
+    lag = LoopLag()
+
+    async def run() -> dict[str, Any]:
+        lag.start()
+        await asyncio.sleep(0.105)
+        out = lag.stop()
+        count = len(lag.lags)
+        await asyncio.sleep(0.03)
+        assert len(lag.lags) == count  # cancelled
+        return out
+
+    out = asyncio.run(run())
+    assert 5 <= len(lag.lags) <= 11 and min(lag.lags) >= -1e-4
+    assert out["loop_lag_max_ms"] is not None and out["loop_lag_max_ms"] >= out["loop_lag_p99_ms"] >= 0

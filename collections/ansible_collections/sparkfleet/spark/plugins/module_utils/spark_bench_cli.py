@@ -1,6 +1,6 @@
 """sparkfleet-bench: the spark_bench module's benchmark, by hand (same options as the playbook variables,
-without the `spark_bench_` prefix). Needs only the standard library; with matplotlib (the repo's .venv)
-it also draws plots. Run as `python -m ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_cli`
+without the `spark_bench_` prefix). Needs only the standard library, plots
+included. Run as `python -m ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_cli`
 with the collections directory on PYTHONPATH (what bin/sparkfleet-bench does).
 
 Exit status: 0 pass, 1 fail (abort, failed request, failed or unfinished suite, unforeseen error, stopped by

@@ -6,6 +6,7 @@ Welch-Satterthwaite degrees of freedom instead of a floored lookup table.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Optional, Sequence
 
@@ -74,8 +75,10 @@ def t_quantile(p: float, df: float) -> float:
     return 0.5 * (lo + hi)
 
 
+@functools.lru_cache(maxsize=256)
 def t_critical(df: float, confidence: float = 0.95) -> float:
-    """Two-sided critical value: the half-width multiplier of a `confidence` interval."""
+    """Two-sided critical value: the half-width multiplier of a `confidence` interval. Cached: a run asks
+    for the same few integer df after every round, and each bisection costs ~50 incomplete-beta evaluations."""
     return t_quantile(0.5 + confidence / 2.0, df)
 
 
