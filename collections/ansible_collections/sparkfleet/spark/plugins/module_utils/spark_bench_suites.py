@@ -576,9 +576,7 @@ class Runner:
 
     def _monitor_halt(self, reason: str) -> None:
         """A monitor's rule tripped: cancel the run (in-flight requests too); it ends as a fail with the reason."""
-        if self.stop_reason is None and self.task is not None:
-            self.stop_reason = f"monitor halt: {reason}"
-            self.task.cancel()
+        self._cancel(f"monitor halt: {reason}", self.task)
 
     async def _stop_monitors(self) -> None:
         if self.monitors is None:
@@ -620,8 +618,12 @@ class Runner:
                     signal.signal(sig, previous[sig])
 
     def _stop(self, sig: int, task: Optional["asyncio.Task[Any]"]) -> None:
+        self._cancel(f"stopped by {signal.Signals(sig).name}", task)
+
+    def _cancel(self, reason: str, task: Optional["asyncio.Task[Any]"]) -> None:
+        """Cancel the run once; the first reason is the one the report keeps."""
         if self.stop_reason is None and task is not None:
-            self.stop_reason = f"stopped by {signal.Signals(sig).name}"
+            self.stop_reason = reason
             task.cancel()
 
     def _finish(self) -> None:
