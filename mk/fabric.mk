@@ -1,7 +1,7 @@
 # Fabric: role sparkfleet.spark.fabric, playbooks/fabric.yml, playbooks/fabric-restore.yml (its README.md).
-#   make test-fabric-lab TOPOLOGY=tp3   one lab session: converge, idempotence, check mode, verify, device policy, swapped-cable,
-#                                       restore and serving-guard tests (molecule/fabric/), then lab-down. Serialised with every
-#                                       other lab session by flock /tmp/sparkfleet-lab.lock; waits (never tears
+#   make test-fabric-lab TOPOLOGY=tp3   one lab session: converge, idempotence, check mode, verify, faults (swapped
+#                                       cables, device policy, restore) and serving-guard tests (molecule/fabric/), then
+#                                       lab-down. Serialised with every other lab session by flock /tmp/sparkfleet-lab.lock; waits (never tears
 #                                       down) while a lab someone else started is up (FABRIC_LAB_WAIT s).
 # Unit tests (tests/unit/test_fabric_*.py) run in `make unit`. In `make test` the site scenarios run the same
 # steps: site-tp3/site-tp4 verify imports molecule/fabric/*.yml (molecule/site/README.md).
@@ -33,7 +33,7 @@ fabric-lab-session:
 	  grep -E '^(changed|TASK)' $(BUILD)/fabric-idempotence.log | grep -B1 '^changed' ; echo "fabric: second run changed something"; exit 1; fi; \
 	echo "=== fabric check mode"; $(FABRIC_PLAYBOOK) playbooks/fabric.yml --check --diff >$(BUILD)/fabric-check.log || { tail -40 $(BUILD)/fabric-check.log; exit 1; }; \
 	if grep -E '^(dgx|localhost).*changed=[1-9]' $(BUILD)/fabric-check.log; then echo "fabric: check mode reported changes"; exit 1; fi; \
-	for step in verify device-policy swap-cables restore serving-guard; do \
+	for step in verify faults serving-guard; do \
 	  echo "=== fabric $$step"; \
 	  $(FABRIC_PLAYBOOK) molecule/fabric/$$step.yml >$(BUILD)/fabric-$$step.log || { tail -60 $(BUILD)/fabric-$$step.log; exit 1; }; \
 	done; \
