@@ -103,6 +103,7 @@ def test_outputs_written(truth_run: tuple[dict[str, Any], Path]) -> None:
     assert on_disk["schema"] == "sparkfleet-bench/1" and on_disk["verdict"] == "pass"
     assert on_disk["suites"]["quality"] == {**on_disk["suites"]["quality"], "passed": 5, "ok": True}
     assert on_disk["client"]["cpu_s"] > 0 and on_disk["finished"]
+    assert on_disk["client"]["read_bytes"] == 256 * 1024  # what one recv may read, as the client does
     assert "| prose-c4 |" in (out / "summary.md").read_text()
     assert "decode,prose-c1,prose,1,,tps," in (out / "points.csv").read_text()
     for name in ("decode_tps.png", "decode_decode_window_tps.png", "prefill_tps.png"):

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator, Optional, Sequence
 
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import BenchClient, RequestResult
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import READ_BYTES, BenchClient, RequestResult
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_compliance import (
     ARMS, RECORDS, response_format, score)
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_compliance import prompt as compliance_prompt
@@ -538,7 +538,7 @@ class Runner:
             finally:
                 self.report["client"] = {"cpu_s": _cpu_seconds() - cpu0, "wall_s": time.perf_counter() - wall0,
                                          "host": socket.gethostname(), "python": platform.python_version(),
-                                         "read_bufsize": 16 * 1024 * 1024, **lag.stop()}
+                                         "read_bytes": READ_BYTES, **lag.stop()}
         self._finish()
         return self.report
 
