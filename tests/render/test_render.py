@@ -229,6 +229,28 @@ def test_serve_json_is_what_each_rank_launches(tmp_path: Path, name: str, size: 
     assert len(engine_args) == 1, "every rank must launch the same engine arguments"
 
 
+@pytest.mark.parametrize("name", ["tp3-triangle", "tp4-ring", "switched8"])
+def test_every_file_is_rendered_from_what_plan_json_holds(tmp_path: Path, name: str) -> None:
+    """plan.json holds per node its interfaces, collective environment and serve spec; the files say the same."""
+    inventories = ROOT / ("tests/inventories" if name == "switched8" else "inventories")
+    plan = render(inventories / name, tmp_path)
+    assert plan["group"] == "spark"
+    for node in plan["nodes"]:
+        host = node["host"]
+        eth = yaml.safe_load((tmp_path / host / "netplan.yaml").read_text())["network"]
+        assert eth["renderer"] == node["netplan_renderer"]
+        assert {k: v["addresses"] for k, v in eth["ethernets"].items()} == {
+            i["netdev"]: [i["address"]] for i in node["interfaces"]}
+        env_path = tmp_path / host / "nccl.env"
+        assert env_file(env_path) == node["nccl"]["env"]
+        assert f"(profile {node['nccl']['profile']})" in env_path.read_text().splitlines()[0]
+        assert node["nccl"]["env"]["NCCL_IB_GID_INDEX"] == str(node["gid_index"])
+        if plan["serve"]["refusals"]:
+            assert not (tmp_path / host / "serve.json").exists()
+        else:
+            assert json.loads((tmp_path / host / "serve.json").read_text()) == plan["serve"]["specs"][host]
+
+
 def test_pair_renders_no_serve_json_and_says_why(tmp_path: Path) -> None:
     result = play(ROOT / "inventories" / "tp2-pair", "render.yml", "-e", f"spark_render_dir={tmp_path}")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -355,4 +377,5 @@ def test_a_secret_in_the_serving_overrides_stays_out_of_the_output_and_serve_jso
         spec = json.loads(path.read_text())
         assert spec["command"][spec["command"].index("--api-key") + 1] == secret  # what serve will launch
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert stat.S_IMODE((tmp_path / "out" / "plan.json").stat().st_mode) == 0o644
+    # plan.json holds the same specs.
+    assert stat.S_IMODE((tmp_path / "out" / "plan.json").stat().st_mode) == 0o600

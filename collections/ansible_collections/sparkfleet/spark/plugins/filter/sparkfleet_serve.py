@@ -43,7 +43,7 @@ _FALSE = ("false", "no", "off", "0", "")
 # Appended per rank by spark_serve_spec; a profile that carries them would launch them twice.
 RANK_FLAGS = ("--node-rank", "--master-addr", "--master-port", "--headless")
 SHAPE_FLAGS = ("--tensor-parallel-size", "--nnodes")
-FLAVOURS = {"4k": 4096, "64k": 65536}
+FLAVOURS = _PROFILES.FLAVOURS
 _CONTAINER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]+$")  # Docker's own rule (two characters or more)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

@@ -18,7 +18,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_serve_profiles import backend_errors
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_serve_profiles import FLAVOURS, backend_errors
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_serve_ready import (
     ContainerState, container_problem, parse_container_state)
 
@@ -33,7 +33,6 @@ NO_RDMA = "no RDMA device"
 NO_EFI = "no /sys/firmware/efi"
 NOT_SERVING = "no running serving container"
 MIN_GPU_CLOCK_MHZ = 1000
-FLAVOUR_BYTES = {"4k": 4096, "64k": 65536}
 
 Observation = Mapping[str, Any]
 Context = Mapping[str, Any]
@@ -220,7 +219,7 @@ def check_page_size(host: str, obs: Observation, ctx: Context) -> List[Check]:
     fix = "boot the kernel whose page size the profile requires: playbooks/host.yml, then playbooks/reboot.yml"
     facts = _facts(obs)
     want_flavour, _ = expected_flavour(ctx)
-    want = (ctx.get("requires") or {}).get("page_size") or FLAVOUR_BYTES.get(str(want_flavour))
+    want = (ctx.get("requires") or {}).get("page_size") or FLAVOURS.get(str(want_flavour))
     have = facts.get("page_size")
     if have is None:
         return [failed(host, "host.page_size", ERROR, f"page size unknown ({_why(facts, 'page_size')})", fix)]

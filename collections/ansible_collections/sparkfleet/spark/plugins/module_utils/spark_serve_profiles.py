@@ -174,8 +174,11 @@ _R6_RUN: Dict[str, Any] = {
     "device_cgroup_rules": ["c 226:* rw"], "restart_policy": "no",
 }
 
-REQUIRES_64K = {"kernel_flavour": "64k", "page_size": 65536, "memory_saver": True}
-REQUIRES_4K = {"kernel_flavour": "4k", "page_size": 4096, "memory_saver": False}
+# The kernel page flavours a profile can require and the page size each one boots with; the serve filters
+# and the doctor both check a host against this one table.
+FLAVOURS = {"4k": 4096, "64k": 65536}
+REQUIRES_64K = {"kernel_flavour": "64k", "page_size": FLAVOURS["64k"], "memory_saver": True}
+REQUIRES_4K = {"kernel_flavour": "4k", "page_size": FLAVOURS["4k"], "memory_saver": False}
 IMAGE_R6 = "vllm-ds41f-kkref:04c30fa98e79-r6"
 IMAGE_R6D = "vllm-ds41f-kkref:19f2c20ed4d6-r6d"
 _TP4_CAPTURE = [1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64, 72, 80, 88, 96]

@@ -1,0 +1,32 @@
+"""Playbooks, roles and lab scenarios read the site plan (spark_site_plan); none assembles a part of it again from
+hostvars, which is how serve once launched another collective environment than render.yml wrote."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from testlib import COLLECTION, ROOT
+
+FILES = sorted([*ROOT.glob("playbooks/**/*.yml"), *COLLECTION.glob("roles/**/*.yml"), *COLLECTION.glob("roles/**/*.j2"),
+                *ROOT.glob("molecule/**/*.yml"), ROOT / "site.yml"])
+ASSEMBLY = {
+    "the fabric plan": re.compile(r"spark_inventory\([^)]*\)\s*\|\s*sparkfleet\.spark\.spark_plan\b"),
+    "a collective environment": re.compile(r"\bspark_nccl_env\b"),
+    "a serve spec": re.compile(r"\bspark_serve_spec\("),
+    "the GID index default": re.compile(r"spark_roce_gid_index\s*\|\s*default\("),
+}
+
+
+@pytest.mark.parametrize("what", sorted(ASSEMBLY))
+def test_nothing_assembles_a_part_of_the_site_plan(what: str) -> None:
+    found = [str(p.relative_to(ROOT)) for p in FILES if ASSEMBLY[what].search(p.read_text())]
+    assert found == [], f"{what} comes from spark_site_plan"
+
+
+def test_the_plan_readers_name_their_serving_group() -> None:
+    readers = [p for p in FILES if "spark_site_plan(" in p.read_text()]
+    assert len(readers) >= 10
+    for path in readers:
+        for call in re.findall(r"spark_site_plan\(([^)]*)\)", path.read_text()):
+            assert call == "groups, 'spark'", f"{path.relative_to(ROOT)}: spark_site_plan({call})"
