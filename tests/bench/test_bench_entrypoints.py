@@ -92,3 +92,31 @@ def test_playbook_monitors_every_rank_of_the_inventory(standin: Callable[..., St
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert off.returncode == 0, off.stdout[-3000:]
     assert json.loads((tmp_path / "off" / "bench.json").read_text())["monitors"] is None
+
+
+def _planned(proc: subprocess.CompletedProcess[str]) -> str:
+    found = re.search(r"check mode: ([^'\"]+)", proc.stdout)
+    assert proc.returncode == 0 and found, proc.stdout[-3000:]
+    return " ".join(found.group(1).split())
+
+
+def test_playbook_knobs_default_to_the_bench_library_and_follow_the_inventory(tmp_path: Path) -> None:
+    """Unset knobs take the module's defaults (BenchConfig's); an inventory's group_vars set them (play vars
+    would override the inventory), and -e strings arrive typed through the module's argument spec."""
+    playbook = [str(ROOT / ".venv" / "bin" / "ansible-playbook"), "playbooks/bench.yml", "--check",
+                "-e", "spark_bench_url=http://127.0.0.1:9", "-e", f"spark_bench_output_dir={tmp_path / 'out'}",
+                "-e", "spark_bench_monitor=false"]
+    default = subprocess.run(playbook, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert _planned(default) == ("quality, decode/prose-c1, decode/prose-c2, decode/prose-c4, decode/prose-c8, "
+                                 "decode/code-c1, decode/code-c2, decode/code-c4, decode/code-c8")
+    inventory = tmp_path / "inventory"
+    (inventory / "group_vars" / "all").mkdir(parents=True)
+    (inventory / "hosts.yml").write_text("all:\n  hosts:\n    localhost:\n      ansible_connection: local\n")
+    (inventory / "group_vars" / "all" / "bench.yml").write_text(
+        "spark_bench_suites: [decode]\nspark_bench_concurrency: [2, 16]\nspark_bench_cases: [json]\n")
+    site = subprocess.run(playbook + ["-i", str(inventory)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert _planned(site) == "decode/json-c2, decode/json-c16"
+    typed = subprocess.run(playbook + ["-i", str(inventory), "-e", "spark_bench_concurrency=4,8",
+                                       "-e", "spark_bench_max_samples=5"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert _planned(typed) == "decode/json-c4, decode/json-c8"

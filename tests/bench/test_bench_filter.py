@@ -68,3 +68,35 @@ def test_monitors_reach_every_rank_as_ansible_does_in_rank_order() -> None:
 def test_monitor_errors_name_host_and_field(hostvars: dict, margin: object, match: str) -> None:
     with pytest.raises(AnsibleFilterError, match=match):
         monitors(hostvars, list(hostvars), {}, margin)
+
+
+bench_options = load_source("filter", "sparkfleet_bench").spark_bench_options
+
+
+@pytest.mark.parametrize("given,typed", [
+    ({}, {}),
+    ({"concurrency": "1,2", "min_samples": "2", "max_samples": 3, "precision": "1.5", "timeout": 20},
+     {"concurrency": [1, 2], "min_samples": 2, "max_samples": 3, "precision": 1.5, "timeout": 20.0}),
+    ({"suites": ["full"], "cases": ["json-nothink"], "depths": ["0", "4096"]},
+     {"suites": ["full"], "cases": ["json-nothink"], "depths": [0, 4096]}),
+])
+def test_bench_options_are_typed_as_the_module_types_them(given: dict, typed: dict) -> None:
+    assert bench_options(given, "dgx1") == typed
+
+
+@pytest.mark.parametrize("given,match", [
+    ({"min_samples": "1"}, r"min_samples/max_samples: need 2 <= min <= max, got 1/4"),  # judged with the default max
+    ({"max_samples": 2}, r"got 3/2"),
+    ({"suites": ["decode", "bogus"]}, r"suites: unknown \['bogus'\]"),
+    ({"max_tokens": "many"}, r"argument 'max_tokens' is of type str"),
+    ({"concurrency": [0]}, r"concurrency: needs positive stream counts"),
+    ({"window": "03:00-04:00"}, r"window\. Supported parameters include"),
+])
+def test_bench_options_errors_name_host_and_option(given: dict, match: str) -> None:
+    with pytest.raises(AnsibleFilterError, match=r"^dgx1: bad bench settings \(spark_bench_schedule_<option>\): .*" + match):
+        bench_options(given, "dgx1", "spark_bench_schedule_")
+
+
+def test_bench_options_refuse_a_non_mapping() -> None:
+    with pytest.raises(AnsibleFilterError, match="dgx1: bench options must be a mapping, got list"):
+        bench_options(["suites"], "dgx1")

@@ -128,8 +128,9 @@ def _render(tmp_path: Path, url: str) -> Path:
              "spark_bench_schedule_textfile_dir": str(tmp_path / "textfile"), "spark_bench_schedule_keep": 1,
              "spark_bench_schedule_concurrency": [2], "spark_bench_schedule_cases": ["code-nothink"],
              "spark_bench_schedule_suites": ["decode"], "spark_bench_schedule_identity": {"serve_profile": "tp3-64k-r6"},
-             "spark_bench_schedule_min_samples": 2, "spark_bench_schedule_max_samples": 2,
-             "spark_bench_schedule_max_tokens": 32, "spark_bench_schedule_timeout": 20,
+             # as -e gives them: strings, typed by the role as the spark_bench module types its options
+             "spark_bench_schedule_min_samples": "2", "spark_bench_schedule_max_samples": "2",
+             "spark_bench_schedule_max_tokens": 32, "spark_bench_schedule_timeout": "20",
              "spark_bench_schedule_monitors": [{"node": "r0", "argv": fake_rank(tmp_path, "r0", 11.0)[0],
                                                 "python": sys.executable, "gpu_required": False}],
              "spark_bench_schedule_monitor_limits": {"interval_s": 0.2}}
@@ -149,7 +150,12 @@ def test_rendered_units_run_the_scheduled_benchmark(standin: Callable[..., Stand
     assert "Type=oneshot" in service and f"ReadWritePaths={tmp_path / 'history'}" in service
     config = json.loads((out / "bench-schedule.json").read_text())
     assert config["url"] == server.url and config["keep"] == 1 and config["api_key_file"] is None
-    assert config["depths"] == [0] and config["identity"] == {"serve_profile": "tp3-64k-r6"}
+    assert config["identity"] == {"serve_profile": "tp3-64k-r6"}
+    # only the bench options the site set, typed; the others take the bench's own defaults on the node
+    assert {k: config[k] for k in ("suites", "concurrency", "cases", "min_samples", "max_samples", "max_tokens",
+                                   "timeout")} == {"suites": ["decode"], "concurrency": [2], "cases": ["code-nothink"],
+                                                   "min_samples": 2, "max_samples": 2, "max_tokens": 32, "timeout": 20.0}
+    assert not {"depths", "precision", "tolerance"} & set(config)
     assert config["window"] == "" and config["hold_file"] == "/var/lib/sparkfleet/bench/hold"
     if shutil.which("systemd-analyze"):
         verify = subprocess.run(["systemd-analyze", "verify", str(out / "sparkfleet-bench.service"),

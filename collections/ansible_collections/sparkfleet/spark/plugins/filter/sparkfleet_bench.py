@@ -1,5 +1,5 @@
-"""Pure helpers of the bench playbooks: the serving endpoint of an inventory's head node, and the monitor stream
-of every rank.
+"""Pure helpers of the bench playbooks: the serving endpoint of an inventory's head node, the monitor stream
+of every rank, and a scheduled run's options typed and checked as the spark_bench module does.
 
 One function feeds playbooks/bench.yml and playbooks/bench-schedule.yml, so both benchmark the same URL.
 """
@@ -12,6 +12,7 @@ from typing import Any, Optional
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_policy as _POLICY
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_options import typed_options
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_memguard import parse_size
 
 GIB = 1024 ** 3
@@ -113,8 +114,20 @@ def spark_bench_monitors(hostvars: Any, hosts: Any, profiles: Any = None, margin
     return monitors
 
 
+def spark_bench_options(options: Any, host: str = "localhost", prefix: str = "") -> dict[str, Any]:
+    """The bench options given (spark_bench module option names), typed as the module types them, for a run
+    configured outside the module; an error names the host and every bad option (as `prefix` + its name)."""
+    if not isinstance(options, Mapping):
+        raise AnsibleFilterError(f"{host}: bench options must be a mapping, got {type(options).__name__}")
+    typed, problems = typed_options(options)
+    if problems:
+        raise AnsibleFilterError(f"{host}: bad bench settings ({prefix}<option>): " + "; ".join(problems))
+    return typed
+
+
 class FilterModule:
     """Bench filters."""
 
     def filters(self) -> dict[str, Any]:
-        return {"spark_bench_head_url": spark_bench_head_url, "spark_bench_monitors": spark_bench_monitors}
+        return {"spark_bench_head_url": spark_bench_head_url, "spark_bench_monitors": spark_bench_monitors,
+                "spark_bench_options": spark_bench_options}

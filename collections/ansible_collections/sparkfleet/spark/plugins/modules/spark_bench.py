@@ -278,49 +278,13 @@ from typing import Any  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import read_api_key  # noqa: E402
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_options import argument_spec  # noqa: E402
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import (  # noqa: E402
     BenchConfig, plan, run_bench, validate)
 
-ARGS: dict[str, Any] = {
-    "url": {"type": "str", "required": True},
-    "model": {"type": "str", "default": ""},
-    "output_dir": {"type": "path", "required": True},
-    "suites": {"type": "list", "elements": "str", "default": ["quality", "decode"]},
-    "concurrency": {"type": "list", "elements": "int", "default": [1, 2, 4, 8]},
-    "cases": {"type": "list", "elements": "str", "default": ["prose", "code"]},
-    "depths": {"type": "list", "elements": "int", "default": [0]},
-    "min_samples": {"type": "int", "default": 3},
-    "max_samples": {"type": "int", "default": 4},
-    "precision": {"type": "float", "default": 2.0},
-    "tolerance": {"type": "float", "default": 3.0},
-    "compare": {"type": "str", "default": ""},
-    "seed": {"type": "int", "default": 0},
-    "force_compare": {"type": "bool", "default": False},
-    "identity": {"type": "dict", "default": {}},
-    "sparkfleet_version": {"type": "str", "default": ""},
-    "timeout": {"type": "float", "default": 1800},
-    "max_tokens": {"type": "int", "default": 256},
-    "prefill_sizes": {"type": "list", "elements": "int", "default": [2048, 32768, 65536, 131072]},
-    "prefill_texts": {"type": "list", "elements": "str", "default": ["filler", "source"]},
-    "prefill_repeats": {"type": "int", "default": 3},
-    "prefix_tokens": {"type": "int", "default": 32768},
-    "admission_tokens": {"type": "int", "default": 65536},
-    "needle_tokens": {"type": "int", "default": 520000},
-    "idle_timeout": {"type": "float", "default": 300},
-    "poll_interval": {"type": "float", "default": 1.0},
-    "api_key_file": {"type": "path", "default": ""},
-    "extra_body": {"type": "dict", "default": {}},
-    "progress_log": {"type": "path", "default": ""},
-    "monitors": {"type": "list", "elements": "dict", "default": [], "options": {
-        "node": {"type": "str", "required": True},
-        "argv": {"type": "list", "elements": "str", "default": []},
-        "remote_shell": {"type": "bool", "default": False},
-        "memory_floor_gib": {"type": "float", "default": 4.0},
-        "gpu_required": {"type": "bool", "default": True},
-        "python": {"type": "str", "default": "python3"},
-    }},
-    "monitor_limits": {"type": "dict", "default": {}},
-}
+# The defaults are the bench library's (BenchConfig, MonitorSpec), declared once; DOCUMENTATION repeats them for
+# ansible-doc, and a unit test holds the two equal.
+ARGS: dict[str, Any] = argument_spec()
 
 
 def run_logged(cfg: BenchConfig, progress_log: str) -> dict[str, Any]:

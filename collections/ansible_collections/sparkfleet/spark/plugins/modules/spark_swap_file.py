@@ -19,7 +19,7 @@ author: sparkfleet
 options:
   path: {description: The swap file., type: path, required: true}
   size_mib: {description: Size of a newly allocated file in MiB., type: int, required: true}
-  page_size: {description: Page size the header must be written for (4096, 16384 or 65536)., type: int, default: 65536}
+  page_size: {description: Page size the header must be written for., type: int, choices: [4096, 16384, 65536], default: 65536}
   label: {description: Swap label given to mkswap., type: str, default: swap-64k}
 attributes:
   check_mode:
