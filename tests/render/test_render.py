@@ -379,3 +379,18 @@ def test_a_secret_in_the_serving_overrides_stays_out_of_the_output_and_serve_jso
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
     # plan.json holds the same specs.
     assert stat.S_IMODE((tmp_path / "out" / "plan.json").stat().st_mode) == 0o600
+
+
+def test_a_refused_serving_setting_is_shown_with_the_secrets_redacted(tmp_path: Path) -> None:
+    """The refusal is not hidden to protect a secret: it names host and setting, and a value the site marks
+    secret (spark_site_secrets) reads <redacted> wherever it appears, the refused value included."""
+    secret = "sk-render-" + os.urandom(12).hex()
+    group = {"spark_topology": "triangle", "spark_serve_profile": secret, "spark_site_secrets": [secret],
+             "spark_serve_overrides": {"args": {"--api-key": secret}}}
+    out = tmp_path / "out"
+    result = play(write_inventory(tmp_path / "inv", triangle_hosts(), group), "render.yml",
+                  "-e", f"spark_render_dir={out}", "-v")
+    assert result.returncode != 0
+    assert "host n0: spark_serve_profile '<redacted>' is not a serving profile" in result.stdout + result.stderr
+    assert secret not in result.stdout + result.stderr
+    assert not out.exists(), "a refused render writes nothing"
