@@ -32,34 +32,40 @@ def test_head_url_errors_name_host_and_field(hostvars: dict, match: str) -> None
 monitors = load_source("filter", "sparkfleet_bench").spark_bench_monitors
 
 
+def _plan(*nodes: tuple[str, int, str, object]) -> dict:
+    """A site plan's nodes as spark_site_plan gives them: host, rank, device policy, guard (None: no profile)."""
+    return {"nodes": [{"host": host, "rank": rank, "device_policy": policy,
+                       "guard": None if steady is None else {"steady_threshold": steady}}
+                      for host, rank, policy, steady in nodes]}
+
+
 def test_monitors_reach_every_rank_as_ansible_does_in_rank_order() -> None:
     hostvars = {
         "dgx2": {"spark_rank": 1, "ansible_host": "10.0.1.72", "ansible_user": "admin", "ansible_port": 2222,
                  "ansible_ssh_private_key_file": "~/.ssh/fleet", "ansible_ssh_common_args": "-o ProxyJump=bastion",
                  "ansible_python_interpreter": "/usr/bin/python3"},
-        "dgx1": {"spark_rank": 0, "ansible_host": "10.0.1.71", "spark_device_policy": "require",
-                 "ansible_python_interpreter": "auto_silent"},
+        "dgx1": {"spark_rank": 0, "ansible_host": "10.0.1.71", "ansible_python_interpreter": "auto_silent"},
         "lab1": {"spark_rank": 2, "ansible_connection": "community.docker.docker", "ansible_host": "lab-node-1",
-                 "ansible_user": "root", "spark_device_policy": "available"},
-        "ctl": {"ansible_connection": "local"},  # no rank: not part of the serving group
+                 "ansible_user": "root"},
+        "ctl": {"ansible_connection": "local"},  # not in the plan: not part of the serving group
     }
-    profiles = {"dgx1": {"guard_steady_threshold": "3GiB"}, "dgx2": {"guard_steady_threshold": "5 GiB"}}
-    got = monitors(hostvars, ["ctl", "lab1", "dgx2", "dgx1"], profiles, "1.5")
+    plan = _plan(("lab1", 2, "available", None), ("dgx2", 1, "require", "5 GiB"), ("dgx1", 0, "require", "3GiB"))
+    got = monitors(plan, hostvars, "1.5")
     assert [m["node"] for m in got] == ["dgx1", "dgx2", "lab1"]
     ssh = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=5"]
     assert got[0] == {"node": "dgx1", "argv": ssh + ["10.0.1.71"], "remote_shell": True, "memory_floor_gib": 4.5,
                       "gpu_required": True, "python": "python3"}
     assert got[1]["argv"] == ssh + ["-p", "2222", "-i", "~/.ssh/fleet", "-o", "ProxyJump=bastion", "admin@10.0.1.72"]
     assert (got[1]["memory_floor_gib"], got[1]["python"]) == (6.5, "/usr/bin/python3")
+    # no serving profile: the default steady guard (3 GiB) plus the margin
     assert got[2] == {"node": "lab1", "argv": ["docker", "exec", "-i", "-u", "root", "lab-node-1"],
                       "remote_shell": False, "memory_floor_gib": 4.5, "gpu_required": False, "python": "python3"}
-    assert monitors(hostvars, ["ctl"], profiles) == []
+    assert monitors({"nodes": []}, hostvars) == []
 
 
 @pytest.mark.parametrize("hostvars,margin,match", [
     ({"dgx1": {"spark_rank": 0, "ansible_connection": "winrm"}}, 1,
      "host dgx1: ansible_connection 'winrm' cannot carry the bench monitor stream"),
-    ({"dgx1": {"spark_rank": 0, "spark_device_policy": "maybe"}}, 1, "host dgx1: spark_device_policy must be one of"),
     ({"dgx1": {"spark_rank": 0}}, "lots", "host dgx1: bench memory floor"),
     ({"dgx1": {"spark_rank": 0}}, -1, "host dgx1: spark_bench_monitor_margin_gib must not be negative"),
     ({"dgx1": {"spark_rank": 0, "ansible_ssh_common_args": "-o 'broken"}}, 1,
@@ -67,7 +73,12 @@ def test_monitors_reach_every_rank_as_ansible_does_in_rank_order() -> None:
 ])
 def test_monitor_errors_name_host_and_field(hostvars: dict, margin: object, match: str) -> None:
     with pytest.raises(AnsibleFilterError, match=match):
-        monitors(hostvars, list(hostvars), {}, margin)
+        monitors(_plan(("dgx1", 0, "require", "3GiB")), hostvars, margin)
+
+
+def test_monitors_need_the_site_plan() -> None:
+    with pytest.raises(AnsibleFilterError, match="expected the output of spark_site_plan"):
+        monitors({"dgx1": {"spark_rank": 0}}, {})
 
 
 bench_options = load_source("filter", "sparkfleet_bench").spark_bench_options

@@ -11,7 +11,6 @@ from typing import Any, Optional
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_policy as _POLICY
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_options import typed_options
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_memguard import parse_size
 
@@ -76,8 +75,8 @@ def monitor_transport(host: str, hv: Mapping[str, Any]) -> tuple[list[str], bool
                              f"(supported: ssh, community.docker.docker, local)")
 
 
-def _floor_gib(host: str, profile: Optional[Mapping[str, Any]], margin_gib: Any) -> float:
-    threshold = (profile or {}).get("guard_steady_threshold", "3GiB")
+def _floor_gib(host: str, guard: Optional[Mapping[str, Any]], margin_gib: Any) -> float:
+    threshold = (guard or {}).get("steady_threshold", "3GiB")
     try:
         margin = float(margin_gib)
         steady = parse_size(threshold) / GIB
@@ -95,21 +94,20 @@ def _python(hv: Mapping[str, Any]) -> str:
     return value if value.startswith("/") else "python3"
 
 
-def spark_bench_monitors(hostvars: Any, hosts: Any, profiles: Any = None, margin_gib: Any = 1) -> list[dict[str, Any]]:
-    """One monitor per serving rank (hosts with a spark_rank), in rank order: how to reach it, the MemAvailable
-    floor (its steady memory guard plus `margin_gib`) and whether its GPU must be readable (device policy)."""
+def spark_bench_monitors(plan: Any, hostvars: Any, margin_gib: Any = 1) -> list[dict[str, Any]]:
+    """One monitor per rank of the site plan (spark_site_plan), in rank order: how to reach it (its inventory
+    connection), the MemAvailable floor (the plan's steady memory guard plus `margin_gib`) and whether its GPU
+    must be readable (the plan's device policy)."""
+    if not isinstance(plan, Mapping) or not isinstance(plan.get("nodes"), list):
+        raise AnsibleFilterError("spark_bench_monitors: expected the output of spark_site_plan")
     monitors = []
-    ranked = [h for h in (hosts or []) if "spark_rank" in hostvars[h]]
-    for host in sorted(ranked, key=lambda h: int(hostvars[h]["spark_rank"])):
+    for node in sorted(plan["nodes"], key=lambda n: int(n["rank"])):
+        host = str(node["host"])
         hv: Mapping[str, Any] = hostvars[host]
-        try:
-            policy = _POLICY.settle(hv.get("spark_device_policy"), str(host))
-        except _POLICY.PolicyError as err:
-            raise AnsibleFilterError(str(err)) from None
         argv, remote_shell = monitor_transport(host, hv)
         monitors.append({"node": host, "argv": argv, "remote_shell": remote_shell,
-                         "memory_floor_gib": _floor_gib(host, (profiles or {}).get(host), margin_gib),
-                         "gpu_required": policy == "require",
+                         "memory_floor_gib": _floor_gib(host, node.get("guard"), margin_gib),
+                         "gpu_required": node["device_policy"] == "require",
                          "python": _python(hv)})
     return monitors
 
