@@ -8,7 +8,7 @@ variables in, data out.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
@@ -19,7 +19,10 @@ from ansible_collections.sparkfleet.spark.plugins.filter import sparkfleet_site_
 from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_serving_groups as _GROUPS
 
 # Settings that name one machine: two hosts sharing one, even in different groups, are one node configured twice.
-_SITE_UNIQUE = ("spark_mgmt_address", "ansible_host")
+_SITE_UNIQUE: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    "spark_mgmt_address": lambda e: e.get("spark_mgmt_address", e.get("ansible_host")),
+    "ansible_host": lambda e: e.get("ansible_host"),
+}
 
 
 def spark_serving_groups(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> list[str]:
@@ -40,8 +43,7 @@ def _owners(raws: Mapping[str, Sequence[Mapping[str, Any]]], key: str) -> dict[A
     seen: dict[Any, list[tuple[str, str]]] = {}
     for group, raw in raws.items():
         for entry in raw:
-            value = entry.get("spark_mgmt_address", entry.get("ansible_host")) if key == "spark_mgmt_address" \
-                else entry.get(key)
+            value = _SITE_UNIQUE[key](entry)
             if isinstance(value, (str, int)) and not isinstance(value, bool):
                 seen.setdefault(value, []).append((entry["host"], group))
     return seen
