@@ -122,3 +122,19 @@ def test_the_stages_refuse_several_groups_before_touching_a_node(playbook: str) 
             "render.yml plan several groups") in said, result.stdout
     assert "serving several groups from one inventory is not supported yet. Nothing was changed." in said
     assert "UNREACHABLE" not in result.stdout and "ra1" not in result.stdout.split("PLAY RECAP")[-1]
+
+
+def test_a_ring_beside_a_switched_group_renders_serve_json_for_the_ring_only(tmp_path: Path) -> None:
+    groups = {"ring_a": GROUPS["ring_a"],
+              "sw_b": ({f"sb{r + 1}": {"ansible_host": f"10.0.3.{31 + r}", "spark_rank": r} for r in range(2)},
+                       {"spark_topology": "switched"})}
+    out = tmp_path / "out"
+    result = play(write_groups(tmp_path / "inv", groups, ["ring_a", "sw_b"]), "render.yml", "-e", f"spark_render_dir={out}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(p for p in files(out) if p.startswith("sw_b/")) == [
+        "sw_b/plan.json", "sw_b/sb1/nccl.env", "sw_b/sb1/netplan.yaml", "sw_b/sb2/nccl.env", "sw_b/sb2/netplan.yaml"]
+    assert len([p for p in files(out) if p.startswith("ring_a/") and p.endswith("/serve.json")]) == 4
+    said = " ".join(result.stdout.split())
+    assert "Group sw_b: no serve.json rendered; serve would refuse:" in said
+    assert "topology switched has no serving profile" in said
+    assert "Rendered 2 serving groups (ring_a: ring of 4, sw_b: switched of 2)" in said
