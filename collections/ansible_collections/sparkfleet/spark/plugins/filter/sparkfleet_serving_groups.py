@@ -138,7 +138,7 @@ def spark_serving_plans(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) 
 
 def spark_render_layout(plans: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Where render.yml writes each group's plan and files: the output directory itself for the one group spark
-    (as it always has), a directory per group otherwise. Each entry: group, dir ("" or "<group>/"), plan,
+    (as it always has), a directory per group otherwise. Each entry: group, dir ("" or "<group>/"), plan, hosts,
     serve (whether serve.json is written: no refusals), directories and files (relative to the output)."""
     if not isinstance(plans, Mapping) or not plans:
         raise AnsibleFilterError("spark_render_layout: expected the output of spark_serving_plans")
@@ -147,9 +147,9 @@ def spark_render_layout(plans: Mapping[str, Mapping[str, Any]]) -> list[dict[str
     for group, plan in plans.items():
         prefix = "" if single else f"{group}/"
         serve = not plan[_SITE.SERVE]["refusals"]
-        hosts = [prefix + n["host"] for n in plan["nodes"]]
-        layout.append({"group": group, "dir": prefix, "plan": plan, "serve": serve,
-                       "directories": ([] if single else [group]) + hosts,
+        hosts = [n["host"] for n in plan["nodes"]]
+        layout.append({"group": group, "dir": prefix, "plan": plan, "hosts": hosts, "serve": serve,
+                       "directories": ([] if single else [group]) + [prefix + h for h in hosts],
                        "files": [prefix + f for f in _FABRIC.spark_render_files(plan, serve)]})
     return layout
 
