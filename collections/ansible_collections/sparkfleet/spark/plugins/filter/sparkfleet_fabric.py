@@ -354,14 +354,14 @@ def _rail_errors(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     return errors
 
 
-def _cluster_errors(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+def _cluster_errors(entries: Sequence[Mapping[str, Any]], group: str) -> list[str]:
     errors = _group_errors(entries)
     topology = entries[0].get("spark_topology") if entries else None
     if topology in TOPOLOGY_SIZES:
         low, high = TOPOLOGY_SIZES[topology]
         if not low <= len(entries) <= high:
             want = str(low) if low == high else f"{low}-{high}"
-            errors.append(f"spark_topology {topology} needs {want} hosts in group spark, found {len(entries)}")
+            errors.append(f"spark_topology {topology} needs {want} hosts in group {group}, found {len(entries)}")
         elif entries[0].get("spark_nccl_profile") in _NCCL_POLICY.PROFILE_NAMES:
             problem = _NCCL_POLICY.profile_error(f"host {entries[0]['host']}: spark_nccl_profile",
                                                  entries[0]["spark_nccl_profile"], topology, len(entries))
@@ -372,7 +372,8 @@ def _cluster_errors(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     if all(_is_int(r) for r in ranks) and sorted(ranks) != list(range(len(entries))):
         for value, hosts in sorted(_duplicates(entries, "spark_rank").items()):
             errors.append(f"hosts {', '.join(hosts)}: spark_rank {value} is duplicated")
-        errors.append(f"spark_rank must be exactly 0..{len(entries) - 1} (one per host), got {sorted(ranks)}")
+        where = "" if group == "spark" else f" of group {group}"
+        errors.append(f"spark_rank must be exactly 0..{len(entries) - 1} (one per host{where}), got {sorted(ranks)}")
     with_ids = [dict(e, spark_node_id=e.get("spark_node_id", e.get("spark_rank", -1) + 1))
                 if _is_int(e.get("spark_rank")) else dict(e) for e in entries]
     for value, hosts in sorted(_duplicates(with_ids, "spark_node_id").items(), key=str):
@@ -391,21 +392,22 @@ def _one_line(error: str) -> str:
     return error.replace("\n", "\\n").replace("\r", "\\r")
 
 
-def spark_validate(raw: Sequence[Mapping[str, Any]], controller_roots: Sequence[str] = ()) -> list[str]:
-    """Every inventory-contract error, each naming the host(s) and the variable; [] when valid.
+def spark_validate(raw: Sequence[Mapping[str, Any]], controller_roots: Sequence[str] = (),
+                   group: str = "spark") -> list[str]:
+    """Every inventory-contract error of one serving group, each naming the host(s) and the variable; [] when valid.
 
     controller_roots are the directories report paths must lie below (validate.yml passes them); without
-    them only the form of those paths is checked.
+    them only the form of those paths is checked. group is the serving group's name, for the messages.
     """
     if not isinstance(raw, Sequence) or isinstance(raw, str):
         raise AnsibleFilterError("spark_validate: expected the output of spark_inventory")
     if not raw:
-        return ["group spark has no hosts: the inventory defines no cluster node"]
+        return [f"group {group} has no hosts: the inventory defines no cluster node"]
     roots = [str(r) for r in controller_roots if r]
     errors: list[str] = []
     for entry in raw:
         errors += _node_errors(entry, roots)
-    return [_one_line(e) for e in errors + _cluster_errors(raw)]
+    return [_one_line(e) for e in errors + _cluster_errors(raw, group)]
 
 
 def spark_render_files(plan: Mapping[str, Any], with_serve: bool) -> list[str]:

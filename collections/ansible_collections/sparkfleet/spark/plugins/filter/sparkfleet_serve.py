@@ -332,7 +332,9 @@ def _draft_tp(profile: Mapping[str, Any]) -> Any:
     return None
 
 
-def _shape_refusals(profile: Mapping[str, Any], plan: Mapping[str, Any]) -> list[str]:
+def spark_serve_size_refusals(profile: Mapping[str, Any], plan: Mapping[str, Any]) -> list[str]:
+    """A named profile that does not fit the group's shape: its topology and node count, and the engine's
+    tensor-parallel, node and draft sizes. Validation of several serving groups refuses these per group."""
     name, count, topology = profile["profile"], len(plan["nodes"]), plan["topology"]
     refusals = []
     if (profile["topology"], profile["nodes"]) != (topology, count):
@@ -346,6 +348,12 @@ def _shape_refusals(profile: Mapping[str, Any], plan: Mapping[str, Any]) -> list
     draft = _draft_tp(profile)
     if draft is not None and draft != count:
         refusals.append(f"profile {name}: --speculative-config draft_tensor_parallel_size must be {count}, got {draft!r}")
+    return refusals
+
+
+def _shape_refusals(profile: Mapping[str, Any], plan: Mapping[str, Any]) -> list[str]:
+    name, args = profile["profile"], spark_serve_args(profile)
+    refusals = spark_serve_size_refusals(profile, plan)
     refusals += [f"profile {name}: {problem}" for problem in
                  _PROFILES.backend_errors(profile["kernel_backend"], args, profile["env"])]
     if not profile["launch_enabled"]:

@@ -22,6 +22,7 @@ from ansible_collections.sparkfleet.spark.plugins.filter import sparkfleet_fabri
 from ansible_collections.sparkfleet.spark.plugins.filter import sparkfleet_nccl as _NCCL
 from ansible_collections.sparkfleet.spark.plugins.filter import sparkfleet_serve as _SERVE
 from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_policy as _POLICY
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_serving_groups as _GROUPS
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_data import plain as _plain
 
 GUARD_FIELDS = ("startup_threshold", "startup_interval", "startup_wait", "steady_threshold", "steady_interval")
@@ -86,8 +87,15 @@ def _serve(hostvars: Mapping[str, Any], hosts: Sequence[str], fabric: Mapping[st
 
 
 def spark_site_plan(hostvars: Mapping[str, Any], groups: Mapping[str, Any], group: str) -> dict[str, Any]:
-    """The plan of serving group `group` (a name of `groups`): its fabric, every node's files, its serving."""
+    """The plan of serving group `group` (a name of `groups`): its fabric, every node's files, its serving.
+
+    Group spark is a serving group only where the inventory declares no others: a stage asking for its plan in
+    an inventory of several serving groups is refused here, before it acts on any node.
+    """
     hosts = _group_hosts(groups, group)
+    refusal = _GROUPS.stage_refusal(hostvars, groups) if group == _GROUPS.ALL_SPARKS else ""
+    if refusal:
+        raise AnsibleFilterError(f"spark_site_plan: {refusal}")
     raw = _FABRIC.spark_inventory(hostvars, hosts)
     fabric = _FABRIC.spark_plan(raw)
     entries = {e["host"]: e for e in raw}

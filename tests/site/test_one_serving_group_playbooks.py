@@ -1,0 +1,39 @@
+"""Every playbook that acts on nodes refuses an inventory of several serving groups (one-serving-group.yml) before
+its first play on a node; only validate.yml and render.yml plan several groups."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+GUARD = "one-serving-group.yml"
+# Playbooks that touch no node, or only remove what bench-schedule.yml installed on the controller or one host.
+NOT_STAGES = {"ansible-version.yml", "device-policy.yml", "validate.yml", "render.yml", GUARD,
+              "bench-schedule-remove.yml"}
+
+
+def entries(path: Path) -> list[str]:
+    """'guard' for the import of the refusal, 'node' for a play on something other than the controller."""
+    order = []
+    for play in yaml.safe_load(path.read_text()):
+        if play.get("ansible.builtin.import_playbook") == GUARD:
+            order.append("guard")
+        elif "hosts" in play and play["hosts"] != "localhost":
+            order.append("node")
+    return order
+
+
+def test_every_stage_playbook_refuses_several_groups_before_a_node_play() -> None:
+    stages = sorted(p for p in (ROOT / "playbooks").glob("*.yml") if p.name not in NOT_STAGES)
+    assert {"host.yml", "fabric.yml", "serve.yml", "doctor.yml", "bench.yml", "model.yml", "image.yml"} <= {
+        p.name for p in stages}
+    missing = [p.name for p in stages if "guard" not in entries(p)]
+    assert missing == [], f"import {GUARD}"
+    late = [p.name for p in stages if "node" in entries(p) and entries(p).index("node") < entries(p).index("guard")]
+    assert late == [], f"import {GUARD} before the first play on a node"
+
+
+def test_site_yml_reaches_a_node_only_through_stage_playbooks() -> None:
+    plays = yaml.safe_load((ROOT / "site.yml").read_text())
+    assert all("ansible.builtin.import_playbook" in play for play in plays)
