@@ -1,4 +1,4 @@
-"""filter spark_bench_head_url: the head's serving endpoint from inventory host variables."""
+"""Bench filters: the serving group's endpoint from its site plan, the monitor stream of every rank."""
 from __future__ import annotations
 
 import pytest
@@ -6,27 +6,31 @@ from ansible.errors import AnsibleFilterError
 
 from testlib import load_source
 
-head_url = load_source("filter", "sparkfleet_bench").spark_bench_head_url
-
-HOSTVARS = {"dgx1": {"spark_rank": 0, "ansible_host": "10.0.1.71"},
-            "dgx2": {"spark_rank": 1, "ansible_host": "10.0.1.72"}}
+head = load_source("filter", "sparkfleet_bench").spark_bench_head
+site = load_source("filter", "sparkfleet_site_plan")
 
 
-def test_head_url_defaults_and_overrides() -> None:
-    assert head_url(HOSTVARS, ["dgx1", "dgx2"]) == "http://10.0.1.71:8000"
-    custom = {**HOSTVARS, "dgx1": {**HOSTVARS["dgx1"], "spark_mgmt_address": "192.168.9.1", "spark_serve_port": "8080"}}
-    assert head_url(custom, ["dgx2", "dgx1"]) == "http://192.168.9.1:8080"
-    assert head_url(HOSTVARS, []) == ""
+def site_plan(**group: object) -> dict:
+    hostvars = {f"dgx{r + 1}": {"spark_rank": r, "ansible_host": f"10.0.1.{71 + r}", "spark_topology": "triangle",
+                                **group} for r in range(3)}
+    return site.spark_site_plan(hostvars, {"spark": list(hostvars)}, "spark")
 
 
-@pytest.mark.parametrize("hostvars,match", [
-    ({"dgx2": {"spark_rank": 1}}, "exactly one host with spark_rank 0"),
-    ({"dgx1": {"spark_rank": 0, "spark_serve_port": "http"}}, "dgx1: spark_serve_port 'http'"),
-    ({"dgx1": {"spark_rank": 0, "spark_serve_port": 70000}}, "dgx1: spark_serve_port 70000 is out of range"),
-])
-def test_head_url_errors_name_host_and_field(hostvars: dict, match: str) -> None:
+def test_the_endpoint_is_the_plans_head() -> None:
+    plan = site_plan()
+    assert head(plan) == plan["serve"]["head"] and head(plan)["url"] == "http://10.0.1.71:8000"
+    assert head(site_plan(spark_serve_api_port=8080))["url"] == "http://10.0.1.71:8080"
+
+
+@pytest.mark.parametrize("plan,match", [
+    ({"topology": "triangle"}, "expected the output of spark_site_plan"),
+    (site_plan(spark_serve_profile="tp9"), "the serving settings cannot be read: host dgx1: spark_serve_profile 'tp9'"),
+    ({"nodes": [{"host": "dgx1", "rank": 0}], "serve": {"head": None, "error": None}},
+     "dgx1: the head .spark_rank 0. serves no profile"),
+], ids=["not-a-plan", "unreadable", "no-profile"])
+def test_no_endpoint_says_why(plan: dict, match: str) -> None:
     with pytest.raises(AnsibleFilterError, match=match):
-        head_url(hostvars, list(hostvars))
+        head(plan)
 
 
 monitors = load_source("filter", "sparkfleet_bench").spark_bench_monitors

@@ -30,3 +30,11 @@ def test_the_plan_readers_name_their_serving_group() -> None:
     for path in readers:
         for call in re.findall(r"spark_site_plan\(([^)]*)\)", path.read_text()):
             assert call == "groups, 'spark'", f"{path.relative_to(ROOT)}: spark_site_plan({call})"
+
+
+def test_the_endpoint_is_the_plans_head_everywhere_it_is_asked() -> None:
+    """serve waits on, the doctor asks and the bench measures one URL: the plan's serve.head.url (the lab's
+    verifiers keep their own, as an independent check of it)."""
+    stages = [p for p in FILES if "molecule" not in p.relative_to(ROOT).parts]
+    assembled = re.compile(r"mgmt_address\s*\}\}:|spark_serve_port\b|spark_bench_head_url\b")
+    assert [str(p.relative_to(ROOT)) for p in stages if assembled.search(p.read_text())] == []

@@ -126,6 +126,36 @@ def test_a_serving_setting_that_cannot_be_read_is_kept_as_the_plans_error(group:
     assert len(plan["nodes"]) == 3 and all(n["nccl"]["env"] for n in plan["nodes"])
 
 
+def test_the_error_is_kept_with_every_secret_of_the_group_redacted() -> None:
+    """plan.json and doctor.json are shared and a failed assert prints its message even under no_log: the plan
+    itself holds the error redacted, with the secrets any host of the group marks (here only dgx3's)."""
+    hv = hostvars("triangle", 3, spark_serve_profile="tp3-sk-live-4242")
+    hv["dgx3"]["spark_site_secrets"] = ["tp3-sk-live-4242"]
+    error = plan_of(hv)["serve"]["error"]
+    assert error.startswith("host dgx1: spark_serve_profile '<redacted>' is not a serving profile")
+    assert "sk-live" not in error
+    hv["dgx2"]["spark_site_secrets"] = "tp3-sk-live-4242"
+    with pytest.raises(AnsibleFilterError, match="spark_site_plan: host dgx2: spark_site_secrets must be a list"):
+        plan_of(hv)
+
+
+@pytest.mark.parametrize("address,port,url", [
+    ("10.0.1.71", None, "http://10.0.1.71:8000"),
+    ("192.168.9.1", 8080, "http://192.168.9.1:8080"),
+], ids=["default", "mgmt-and-port"])
+def test_the_head_is_the_endpoint_serve_the_doctor_and_the_bench_ask(address: str, port: int | None, url: str) -> None:
+    group = {} if port is None else {"spark_serve_api_port": port}
+    hv = hostvars("triangle", 3, **group)
+    hv["dgx1"]["spark_mgmt_address"] = address
+    plan = plan_of(hv)
+    assert plan["serve"]["head"] == {"host": "dgx1", "profile": plan["serve"]["profiles"]["dgx1"]["profile"], "url": url}
+
+
+def test_no_head_without_a_profile_or_readable_settings() -> None:
+    assert plan_of(hostvars("pair", 2))["serve"]["head"] is None
+    assert plan_of(hostvars("triangle", 3, spark_serve_profile="tp9"))["serve"]["head"] is None
+
+
 def test_node_settings_the_inventory_sets_per_host() -> None:
     hv = hostvars("triangle", 3)
     hv["dgx2"] |= {"spark_fabric_netplan_renderer": "networkd", "spark_device_policy": "available"}

@@ -1,7 +1,8 @@
-"""Pure helpers of the bench playbooks: the serving endpoint of an inventory's head node, the monitor stream
+"""Pure helpers of the bench playbooks: the serving group's endpoint from its site plan, the monitor stream
 of every rank, and a scheduled run's options typed and checked as the spark_bench module does.
 
-One function feeds playbooks/bench.yml and playbooks/bench-schedule.yml, so both benchmark the same URL.
+playbooks/bench.yml and playbooks/bench-schedule.yml both take the endpoint from the site plan, so both
+benchmark the URL serve waits on.
 """
 from __future__ import annotations
 
@@ -20,25 +21,19 @@ DOCKER_CONNECTIONS = ("docker", "community.docker.docker")
 LOCAL_CONNECTIONS = ("local", "ansible.builtin.local", "ansible.legacy.local")
 
 
-def spark_bench_head_url(hostvars: Any, hosts: Any, default_port: int = 8000) -> str:
-    """http://<head mgmt address>:<serve port> of the rank-0 host among hosts; '' when hosts is empty."""
-    hosts = list(hosts or [])
-    if not hosts:
-        return ""
-    heads = [h for h in hosts if str(hostvars[h].get("spark_rank", "")) == "0"]
-    if len(heads) != 1:
-        raise AnsibleFilterError(f"bench: expected exactly one host with spark_rank 0 in group spark, found {heads}")
-    head = heads[0]
-    hv: Mapping[str, Any] = hostvars[head]
-    address = hv.get("spark_mgmt_address") or hv.get("ansible_host") or head
-    port = hv.get("spark_serve_port", default_port)
-    try:
-        port = int(port)
-    except (TypeError, ValueError) as exc:
-        raise AnsibleFilterError(f"{head}: spark_serve_port {port!r} is not a port number") from exc
-    if not 0 < port < 65536:
-        raise AnsibleFilterError(f"{head}: spark_serve_port {port} is out of range")
-    return f"http://{address}:{port}"
+def spark_bench_head(plan: Any) -> dict[str, Any]:
+    """The serving group's endpoint from its site plan ({"host", "profile", "url"}): the URL serve waits on and
+    the doctor asks, and the profile a report records; an error says why the plan has none."""
+    if not isinstance(plan, Mapping) or not isinstance(plan.get("serve"), Mapping) or "nodes" not in plan:
+        raise AnsibleFilterError("spark_bench_head: expected the output of spark_site_plan")
+    serve = plan["serve"]
+    if serve.get("error"):
+        raise AnsibleFilterError(f"bench: no endpoint, the serving settings cannot be read: {serve['error']}")
+    if not serve.get("head"):
+        head = next((n["host"] for n in plan["nodes"] if n.get("rank") == 0), "?")
+        raise AnsibleFilterError(f"{head}: the head (spark_rank 0) serves no profile (spark_serve_profile), "
+                                 "so there is no endpoint to benchmark; pass -e spark_bench_url=http://HOST:PORT")
+    return dict(serve["head"])
 
 
 def _ssh_argv(host: str, hv: Mapping[str, Any]) -> list[str]:
@@ -127,5 +122,5 @@ class FilterModule:
     """Bench filters."""
 
     def filters(self) -> dict[str, Any]:
-        return {"spark_bench_head_url": spark_bench_head_url, "spark_bench_monitors": spark_bench_monitors,
+        return {"spark_bench_head": spark_bench_head, "spark_bench_monitors": spark_bench_monitors,
                 "spark_bench_options": spark_bench_options}

@@ -8,8 +8,11 @@ Shape (docs/decisions.md): {"group", "topology", "nodes", ["rails"], "serve"}. E
 node plus its netplan renderer, GID index, collective environment (profile and env), memory guard settings
 and device policy. "serve" holds what can carry a site's secrets (the serving profiles and specs, an API key
 among them) apart from the nodes, which the fabric stages copy into facts: {"profiles", "refusals", "specs",
-"error"}. A serving setting that cannot be read is kept as "error" rather than raised, so the doctor can
-report it; render and serve refuse a plan that has one.
+"head", "error"}. "head" is the group's endpoint ({"host", "profile", "url"}, None while the head serves no
+profile): serve, the doctor and the bench all ask that one URL. A serving setting that cannot be read is kept
+as "error" rather than raised, so the doctor can report it; render and serve refuse a plan that has one. The
+error is kept with every value the group's hosts mark secret already redacted: plan.json and doctor.json are
+shared, and ansible-core prints a failed assert's message even under no_log.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from ansible_collections.sparkfleet.spark.plugins.filter import sparkfleet_fabri
 from ansible_collections.sparkfleet.spark.plugins.filter import sparkfleet_nccl as _NCCL
 from ansible_collections.sparkfleet.spark.plugins.filter import sparkfleet_serve as _SERVE
 from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_policy as _POLICY
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_redact as _REDACT
 from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_serving_groups as _GROUPS
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_data import plain as _plain
 
@@ -75,6 +79,27 @@ def _specs(fabric: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]],
             for n in nodes if profiles[n["host"]].get("profile") is not None}
 
 
+def _head(nodes: Sequence[Mapping[str, Any]], profiles: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The group's endpoint: the rank-0 node's management address and its profile's API port."""
+    head = next(n for n in nodes if n["rank"] == 0)
+    profile = profiles.get(head["host"]) or {}
+    if profile.get("profile") is None:
+        return None
+    url = f"http://{head['mgmt_address']}:{profile['api_port']}"  # the plan admits IPv4 management addresses only
+    return {"host": head["host"], "profile": profile["profile"], "url": url}
+
+
+def _redacted(hostvars: Mapping[str, Any], hosts: Sequence[str], message: str) -> str:
+    """`message` with every value a host of the group marks secret replaced, as plan.json may show it."""
+    secrets: list[str] = []
+    for host in hosts:
+        try:
+            secrets += _REDACT.known_secrets(hostvars[host])
+        except ValueError as err:
+            raise AnsibleFilterError(f"spark_site_plan: host {host}: {err}") from None
+    return _REDACT.redact_text(message, secrets)
+
+
 def _serve(hostvars: Mapping[str, Any], hosts: Sequence[str], fabric: Mapping[str, Any],
            nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     try:
@@ -82,8 +107,10 @@ def _serve(hostvars: Mapping[str, Any], hosts: Sequence[str], fabric: Mapping[st
         refusals = _SERVE.spark_serve_refusals(profiles, fabric)
         specs = _specs(fabric, nodes, profiles)
     except AnsibleFilterError as err:
-        return {"profiles": {}, "refusals": [], "specs": {}, "error": str(err.message)}
-    return {"profiles": profiles, "refusals": refusals, "specs": specs, "error": None}
+        return {"profiles": {}, "refusals": [], "specs": {}, "head": None,
+                "error": _redacted(hostvars, hosts, str(err.message))}
+    return {"profiles": profiles, "refusals": refusals, "specs": specs, "head": _head(nodes, profiles),
+            "error": None}
 
 
 def spark_site_plan(hostvars: Mapping[str, Any], groups: Mapping[str, Any], group: str) -> dict[str, Any]:
