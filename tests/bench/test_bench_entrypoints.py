@@ -11,7 +11,7 @@ from typing import Callable
 import yaml
 
 from conftest import MODEL, Standin
-from testlib import COLLECTION, ROOT
+from testlib import COLLECTION, ROOT, bench_command
 
 
 def test_playbook_fails_on_a_failed_benchmark(standin: Callable[..., Standin], tmp_path: Path) -> None:
@@ -51,7 +51,7 @@ def test_playbook_prints_each_measured_round_while_it_runs(standin: Callable[...
 
 def test_cli_passes_and_checks(standin: Callable[..., Standin], tmp_path: Path) -> None:
     server = standin({"STANDIN_ITL_S": "0.002"})
-    cli = ["env", f"SPARKFLEET_PYTHON={sys.executable}", str(ROOT / "bin" / "sparkfleet-bench"), "--url", server.url]
+    cli = bench_command() + ["--url", server.url]
     proc = subprocess.run(cli + ["--output-dir", str(tmp_path), "--suites", "decode", "--concurrency", "1,2",
                                  "--cases", "code-nothink", "--max-tokens", "32", "--min-samples", "2",
                                  "--max-samples", "2", "--poll-interval", "0.2"],

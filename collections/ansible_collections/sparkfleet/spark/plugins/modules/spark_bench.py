@@ -277,9 +277,9 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import read_api_key  # noqa: E402
+from ansible_collections.sparkfleet.spark.plugins.module_utils.sparkfleet_bench.client import read_api_key  # noqa: E402
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_options import argument_spec  # noqa: E402
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import (  # noqa: E402
+from ansible_collections.sparkfleet.spark.plugins.module_utils.sparkfleet_bench.suites import (  # noqa: E402
     BenchConfig, plan, run_bench, validate)
 
 # The defaults are the bench library's (BenchConfig, MonitorSpec), declared once; DOCUMENTATION repeats them for

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_report import (
+from .report import (
     SCHEMA, comparable_points, verdict, verdict_reasons, write_json_atomic)
 
 VERDICTS = ("pass", "fail", "regression")
