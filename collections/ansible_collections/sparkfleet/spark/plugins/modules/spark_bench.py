@@ -96,8 +96,9 @@ options:
     default: {}
   sparkfleet_version:
     description:
-      - sparkfleet's version for the report; empty reads it from the collection's metadata, which a module's
-        payload does not carry, so the playbook passes C(lookup('sparkfleet.spark.spark_version')).
+      - sparkfleet's version for the report; empty takes the bench package's own (C(sparkfleet_bench.__version__),
+        which a unit test holds equal to the collection's galaxy.yml). The playbook passes
+        C(lookup('sparkfleet.spark.spark_version')), read from the collection's metadata.
     type: str
     default: ""
   seed:

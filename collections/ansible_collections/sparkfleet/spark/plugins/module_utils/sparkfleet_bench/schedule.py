@@ -1,7 +1,7 @@
 """The scheduled benchmark's bookkeeping: Prometheus textfile of a report, history pruning, promotion.
 
 `prometheus_textfile` is pure; `write_textfile`, `prune_history` and `promote` touch only the paths they
-are given. Used by bin/sparkfleet-bench-scheduled (run by the bench_schedule role's systemd unit).
+are given. Used by sparkfleet_bench.scheduled (run by the bench_schedule role's systemd unit).
 """
 from __future__ import annotations
 
