@@ -28,7 +28,7 @@ def test_playbook_fails_on_a_failed_benchmark(standin: Callable[..., Standin], t
     assert "suite quality" in printed and any(line.startswith("aborted: quality gate") for line in printed), printed
     report = json.loads((tmp_path / "bench.json").read_text())
     assert report["verdict"] == "fail" and report["workload"]["concurrency"] == [1, 2]
-    # the module's payload has no collection metadata: the playbook passes sparkfleet's version to it
+    # the report names the collection's version (the playbook passes the lookup's, the package carries the same)
     declared = yaml.safe_load((COLLECTION / "galaxy.yml").read_text())["version"]
     assert report["identity"]["sparkfleet_version"] == declared
 
