@@ -37,13 +37,15 @@ help: ## List the targets
 
 setup: $(STAMP) ## Create .venv/ with the pinned toolchain (idempotent)
 
-$(STAMP): requirements-dev.txt
+$(STAMP): requirements-dev.txt bench/pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) 2>/dev/null || { \
 	  echo "setup: installing python3-venv (Debian's python3 ships without ensurepip)"; rm -rf $(VENV); \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv python3-pip >/dev/null \
 	  && $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements-dev.txt
+	@# the bench package (editable: its source is the collection's, so an edit needs no reinstall)
+	$(PY) -m pip install -q -e $(ROOT)/bench
 	@touch $@
 
 lint: setup ## yamllint + ansible-lint (production profile, offline)
@@ -91,7 +93,7 @@ demo: setup lab-image ## The main job on the lab: TOPOLOGY (tp3|tp4) lab, site.y
 	  -e spark_fabric_report_dir=$(BUILD)/demo/$(TOPOLOGY)/reports
 	@echo "== [3/4] the quick bench against the head (points as they finish)"
 	rm -rf $(BUILD)/demo/$(TOPOLOGY)/bench
-	SPARKFLEET_PYTHON=$(PY) bin/sparkfleet-bench --url http://$$(awk '/spark_mgmt_address/ {print $$2; exit}' $(LAB_STATE)/$(TOPOLOGY)/inventory/hosts.yml):8000 \
+	$(BIN)/sparkfleet-bench --url http://$$(awk '/spark_mgmt_address/ {print $$2; exit}' $(LAB_STATE)/$(TOPOLOGY)/inventory/hosts.yml):8000 \
 	  --output-dir $(BUILD)/demo/$(TOPOLOGY)/bench
 	@echo "== [4/4] reports"
 	@echo "bench report:  $(BUILD)/demo/$(TOPOLOGY)/bench/bench.json (summary.md, points.csv beside it)"

@@ -4,6 +4,8 @@
 #   make test-bench-schedule molecule: install the scheduled benchmark on a lab node and run the unit once
 
 BENCH_BUILD := $(BUILD)/bench-client
+# Where the checkout keeps the sparkfleet_bench package (the venv's editable install may be another checkout's).
+BENCH_PACKAGE_PARENT := $(ROOT)/collections/ansible_collections/sparkfleet/spark/plugins/module_utils
 BENCHY_VENV := $(BUILD)/llama-benchy-venv
 BENCHY_VERSION := 0.4.0
 BENCH_STREAMS ?= 1,8,16x5,64
@@ -22,7 +24,7 @@ bench-client: setup $(BENCHY_VENV)/.installed ## Our bench client vs llama-bench
 	@# pip byte-compiled llama-benchy; compile ours too, or every run pays for it (PYTHONDONTWRITEBYTECODE may be set)
 	$(PY) -m compileall -q $(ROOT)/collections/ansible_collections/sparkfleet/spark/plugins/module_utils $(ROOT)/tests/bench \
 	  $(ROOT)/tests/unit/conftest.py
-	PYTHONPATH=$(ROOT)/tests:$(ROOT)/collections $(PY) tests/bench/compare_clients.py compare --benchy-venv $(BENCHY_VENV) --work $(BENCH_BUILD) \
+	PYTHONPATH=$(ROOT)/tests:$(BENCH_PACKAGE_PARENT) $(PY) tests/bench/compare_clients.py compare --benchy-venv $(BENCHY_VENV) --work $(BENCH_BUILD) \
 	  --streams $(BENCH_STREAMS) --runs $(BENCH_RUNS)
 
 test-bench: setup ## Only the bench tests (stand-in on loopback, ~1-2 min)

@@ -18,6 +18,16 @@ ROOT = Path(__file__).resolve().parents[1]
 # ansible_collections.sparkfleet.spark.* the way Ansible's collection loader names it at run time.
 COLLECTION = ROOT / "collections" / "ansible_collections" / "sparkfleet" / "spark"
 PLUGIN_KINDS = ("modules", "filter", "module_utils")
+# The folder holding the bench package, sparkfleet_bench (pytest.ini puts it on the path too). A subprocess gets it
+# on PYTHONPATH, so it runs this checkout's bench whichever checkout the venv's editable install points at.
+BENCH_PARENT = COLLECTION / "plugins" / "module_utils"
+
+
+def bench_command(module: str = "sparkfleet_bench") -> list[str]:
+    """`python -m <module>` of this checkout's bench: sparkfleet_bench is the sparkfleet-bench command,
+    sparkfleet_bench.scheduled the sparkfleet-bench-scheduled one (what the bench_schedule unit runs on a node).
+    -S leaves site-packages out, so every run through it also shows the bench needs the standard library only."""
+    return ["env", f"PYTHONPATH={BENCH_PARENT}", sys.executable, "-S", "-m", module]
 
 
 def load_source(kind: str, name: str) -> ModuleType:

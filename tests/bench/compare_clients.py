@@ -38,7 +38,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 # Run as a script (make bench-client): its own folder comes first on the path for conftest (the stand-in), and the
-# target puts tests/ (testlib) and collections/ (the bench library) on PYTHONPATH, which its child runs inherit.
+# target puts tests/ (testlib) and the checkout's sparkfleet_bench package on PYTHONPATH, which its child runs inherit.
 
 MODEL = "sparkfleet/standin-flash"
 BOOK_URL = "http://127.0.0.1:9/sparkfleet-offline-book.txt"  # never fetched: the cache file is pre-filled
@@ -66,7 +66,7 @@ def _cpu_children() -> float:
 
 def _book_text() -> str:
     """Local 'real text' for llama-benchy's corpus (the same source our prefill suite uses)."""
-    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_prompts import source_text
+    from sparkfleet_bench.prompts import source_text
 
     return source_text(400_000, 0)
 
@@ -100,8 +100,8 @@ def cli_argv(url: str, streams: int, runs: int, tg: int, out_dir: str) -> list[s
 def run_ours_child(args: argparse.Namespace) -> None:
     """The whole CLI run (start-up, suites, reports and plots) in this process; the only addition is a list of
     the requests it streamed, kept so they can be matched to the server's trace by response id."""
-    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_cli import main as cli_main
-    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import BenchClient
+    from sparkfleet_bench.cli import main as cli_main
+    from sparkfleet_bench.client import BenchClient
 
     streamed: list[Any] = []
     original = BenchClient.stream
@@ -182,7 +182,7 @@ def _trace(url: str) -> dict[str, dict[str, Any]]:
 def _ideal(record: dict[str, Any]) -> Any:
     """What a client with no delay at all would have recorded: every token stamped with the start of the
     server write that carried it (the stand-in's write_log)."""
-    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import RequestResult
+    from sparkfleet_bench.client import RequestResult
 
     times: list[float] = []
     done = 0
@@ -196,7 +196,7 @@ def _ideal(record: dict[str, Any]) -> Any:
 def _server_rate(records: list[dict[str, Any]]) -> float | None:
     """The rate our metric gives on the ideal client's stamps: per-stream decode rate for one stream,
     else the all-streams decode window (same function as the bench)."""
-    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import decode_window_tps
+    from sparkfleet_bench.suites import decode_window_tps
 
     ideal = [_ideal(r) for r in records]
     return ideal[0].decode_tps if len(ideal) == 1 else decode_window_tps(ideal)

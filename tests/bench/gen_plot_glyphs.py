@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerates spark_bench_glyphs.py, the bitmap font of the bench plots (developer tool, not a test).
+"""Regenerates sparkfleet_bench/glyphs.py, the bitmap font of the bench plots (developer tool, not a test).
 
 The plots are drawn with the standard library only, so the glyphs are rasterised once here, from DejaVu Sans
 (matplotlib's bundled copy, through Pillow, both in the repo's .venv), and stored as 4-bit coverage.
@@ -14,7 +14,7 @@ import matplotlib
 from PIL import Image, ImageDraw, ImageFont
 
 ROOT = Path(__file__).resolve().parents[2]
-OUT = ROOT / "collections/ansible_collections/sparkfleet/spark/plugins/module_utils/spark_bench_glyphs.py"
+OUT = ROOT / "collections/ansible_collections/sparkfleet/spark/plugins/module_utils/sparkfleet_bench/glyphs.py"
 SIZE_PX = 12
 CHARS = "".join(c for c in string.printable if c.isprintable()) + "±−×"
 

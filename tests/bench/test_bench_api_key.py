@@ -15,7 +15,7 @@ import pytest
 from conftest import MODEL, Standin
 from testlib import ROOT
 
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import read_api_key
+from sparkfleet_bench.client import read_api_key
 KEY = "sk-plantedBENCHkey0sparkfleet0test"
 PLAYBOOK = ROOT / ".venv" / "bin" / "ansible-playbook"
 

@@ -1,21 +1,21 @@
 """The CLI's interface: list syntax, --extra-body, the API key from a file or the environment (never argv),
-help text on every option, --version from the collection's metadata."""
+help text on every option, --version the collection's."""
 from __future__ import annotations
 
 import argparse
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_bench_cli as cli
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import (
+from sparkfleet_bench import __version__
+from sparkfleet_bench import cli
+from sparkfleet_bench.suites import (
     BenchConfig, Runner, merge_body, validate)
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_version import (
     sparkfleet_version, version_from_galaxy, version_from_manifest)
 
-from testlib import COLLECTION, ROOT
+from testlib import COLLECTION, bench_command
 
 
 def test_every_option_has_help_text() -> None:
@@ -89,18 +89,18 @@ def test_api_key_from_file_or_environment_never_argv(tmp_path: Path, capsys: pyt
 
 def test_version_is_the_collections() -> None:
     declared = yaml.safe_load((COLLECTION / "galaxy.yml").read_text())["version"]
+    assert __version__ == declared  # the package's own copy, for a pip install, a module payload and a node
     assert sparkfleet_version() == declared
     assert version_from_galaxy("namespace: x\nversion: \"2.3.4\"  # c\n") == "2.3.4"
     assert version_from_manifest('{"collection_info": {"version": "9.9.9"}}') == "9.9.9"
     assert version_from_manifest("{}") is None
     assert sparkfleet_version(Path("/")) == "unknown"
-    proc = subprocess.run([str(ROOT / "bin" / "sparkfleet-bench"), "--version"], capture_output=True, text=True,
-                          env={"SPARKFLEET_PYTHON": sys.executable, "PATH": "/usr/bin:/bin"}, timeout=60)
+    proc = subprocess.run(bench_command() + ["--version"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == f"sparkfleet-bench {declared}"
 
 
 def test_progress_line_names_point_depth_n_mean_and_width() -> None:
-    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import progress_line
+    from sparkfleet_bench.suites import progress_line
 
     line = progress_line("decode prose-c4", 4096, [190.0, 200.0, 210.0])
     # half-width = t(2) * sd / sqrt(3) = 4.303 * 10 / 1.732
@@ -110,7 +110,7 @@ def test_progress_line_names_point_depth_n_mean_and_width() -> None:
 
 
 def test_depths_option_plan_and_validation() -> None:
-    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import plan
+    from sparkfleet_bench.suites import plan
 
     cfg, _ = cli.parse(["--url", "http://h", "--depths", "0", "4096", "--concurrency", "1,2", "--cases", "prose",
                         "--suites", "decode"], {})

@@ -9,7 +9,7 @@ import socket
 from typing import Any, Awaitable, Callable
 
 import pytest
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import (
+from sparkfleet_bench.client import (
     BenchClient, RequestResult, _Response, _SseSink, _Stream)
 
 

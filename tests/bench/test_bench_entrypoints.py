@@ -11,7 +11,7 @@ from typing import Callable
 import yaml
 
 from conftest import MODEL, Standin
-from testlib import COLLECTION, ROOT
+from testlib import COLLECTION, ROOT, bench_command
 
 
 def test_playbook_fails_on_a_failed_benchmark(standin: Callable[..., Standin], tmp_path: Path) -> None:
@@ -28,7 +28,7 @@ def test_playbook_fails_on_a_failed_benchmark(standin: Callable[..., Standin], t
     assert "suite quality" in printed and any(line.startswith("aborted: quality gate") for line in printed), printed
     report = json.loads((tmp_path / "bench.json").read_text())
     assert report["verdict"] == "fail" and report["workload"]["concurrency"] == [1, 2]
-    # the module's payload has no collection metadata: the playbook passes sparkfleet's version to it
+    # the report names the collection's version (the playbook passes the lookup's, the package carries the same)
     declared = yaml.safe_load((COLLECTION / "galaxy.yml").read_text())["version"]
     assert report["identity"]["sparkfleet_version"] == declared
 
@@ -51,7 +51,7 @@ def test_playbook_prints_each_measured_round_while_it_runs(standin: Callable[...
 
 def test_cli_passes_and_checks(standin: Callable[..., Standin], tmp_path: Path) -> None:
     server = standin({"STANDIN_ITL_S": "0.002"})
-    cli = ["env", f"SPARKFLEET_PYTHON={sys.executable}", str(ROOT / "bin" / "sparkfleet-bench"), "--url", server.url]
+    cli = bench_command() + ["--url", server.url]
     proc = subprocess.run(cli + ["--output-dir", str(tmp_path), "--suites", "decode", "--concurrency", "1,2",
                                  "--cases", "code-nothink", "--max-tokens", "32", "--min-samples", "2",
                                  "--max-samples", "2", "--poll-interval", "0.2"],

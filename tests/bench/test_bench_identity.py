@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_bench_cli as cli
-from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_bench_report as rp
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_stats import summarize
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import BenchConfig, run_bench, validate
+from sparkfleet_bench import cli
+from sparkfleet_bench import report as rp
+from sparkfleet_bench.stats import summarize
+from sparkfleet_bench.suites import BenchConfig, run_bench, validate
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_version import sparkfleet_version
 
 from conftest import MODEL, Standin

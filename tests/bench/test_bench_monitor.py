@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import pytest
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_monitor import (
+from sparkfleet_bench.monitor import (
     BOOT, MonitorLimits, MonitorSpec, NodeRecord, halt_reason, latched, monitor_reasons, monitor_warnings,
     sampler_argv, sampler_program, spec_problems)
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_sampler import (
+from sparkfleet_bench.sampler import (
     GPU_FIELDS, GPU_FIELDS_NO_TLIMIT, hottest_zone_c, parse_gpu_csv, parse_meminfo, query_gpus)
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import (
+from sparkfleet_bench.suites import (
     BenchConfig, run_bench, validate)
 
 from conftest import MODEL, Standin

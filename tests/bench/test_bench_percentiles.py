@@ -7,10 +7,10 @@ import io
 from pathlib import Path
 
 import pytest
-from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_bench_report as rp
-from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_bench_stats as st
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import RequestResult
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import (
+from sparkfleet_bench import report as rp
+from sparkfleet_bench import stats as st
+from sparkfleet_bench.client import RequestResult
+from sparkfleet_bench.suites import (
     distributions, sample_metrics, with_percentiles)
 
 

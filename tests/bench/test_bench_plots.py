@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_bench_plots as pl
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_glyphs import GLYPHS, HEIGHT
+from sparkfleet_bench import plots as pl
+from sparkfleet_bench.glyphs import GLYPHS, HEIGHT
 
 
 def _png_pixels(data: bytes) -> tuple[int, int, bytes]:

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_bench_metrics as mt
-from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_bench_prompts as pr
-from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_bench_report as rp
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import RequestResult
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_stats import summarize
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import (
+from sparkfleet_bench import metrics as mt
+from sparkfleet_bench import prompts as pr
+from sparkfleet_bench import report as rp
+from sparkfleet_bench.client import RequestResult
+from sparkfleet_bench.stats import summarize
+from sparkfleet_bench.suites import (
     BenchConfig, decode_window_tps, plan, sample_metrics, validate)
 
 PROM = """# HELP vllm:num_requests_running Number of requests running.
@@ -166,7 +166,7 @@ def test_comparison_of_another_shape_is_an_error() -> None:
 
 
 def test_outputs_summary_csv_and_plots(tmp_path: Path) -> None:
-    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_plots import write_plots
+    from sparkfleet_bench.plots import write_plots
 
     base = _report([50.0, 50.5, 49.5], [380.0, 385.0, 383.0])
     rep = _report([45.0, 45.3, 44.8], [380.0, 385.0, 383.0])
@@ -218,7 +218,7 @@ def _events(spaces: str) -> list[bytes]:
 
 @pytest.mark.parametrize("spaces", ["", " "])
 def test_sse_fast_path_agrees_with_the_full_parser(spaces: str) -> None:
-    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import _Stream
+    from sparkfleet_bench.client import _Stream
 
     fast, full = RequestResult(), RequestResult()
     fast_stream, full_stream = _Stream(fast, keep_content=False), _Stream(full, keep_content=True)

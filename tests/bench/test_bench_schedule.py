@@ -14,15 +14,15 @@ from typing import Any, Callable
 
 import pytest
 import yaml
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_metrics import parse_prometheus
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_report import new_report
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_schedule import (
+from sparkfleet_bench.metrics import parse_prometheus
+from sparkfleet_bench.report import new_report
+from sparkfleet_bench.schedule import (
     promote, prometheus_textfile, prune_history, write_textfile)
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_stats import summarize
+from sparkfleet_bench.stats import summarize
 
 from test_bench_monitor import fake_rank
 from conftest import MODEL, Standin
-from testlib import COLLECTION, ROOT
+from testlib import BENCH_PARENT, COLLECTION, ROOT
 
 SAMPLE = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_]+="([^"\\]|\\.)*",?)*\})? -?[0-9.e+-]+(inf)?$')
 
@@ -102,18 +102,15 @@ def test_prune_and_promote(tmp_path: Path) -> None:
 
 
 def _install(tmp_path: Path) -> Path:
-    """The node's install directory as the role lays it out: the runner in bin/, the library files the role lists
-    at their collection package path under lib/ (the unit's PYTHONPATH)."""
-    role = COLLECTION / "roles" / "bench_schedule"
-    role_vars = yaml.safe_load((role / "vars" / "main.yml").read_text())
-    package = "lib/ansible_collections/sparkfleet/spark/plugins/module_utils"
-    assert role_vars["bench_schedule_library_dir"].endswith(f"}}}}/{package}")
+    """The node's install directory as the role lays it out: the bench package's modules (the role's fileglob of
+    *.py) in lib/sparkfleet_bench, lib/ the unit's PYTHONPATH, and nothing else."""
+    role_vars = yaml.safe_load((COLLECTION / "roles" / "bench_schedule" / "vars" / "main.yml").read_text())
+    assert role_vars["bench_schedule_package_src"] == "{{ role_path | dirname | dirname }}/plugins/module_utils/sparkfleet_bench"
+    assert role_vars["bench_schedule_library_dir"].endswith("}}/lib/sparkfleet_bench")
     install = tmp_path / "install"
-    (install / "bin").mkdir(parents=True)
-    (install / package).mkdir(parents=True)
-    shutil.copy2(role / "files" / "sparkfleet-bench-scheduled", install / "bin")
-    for name in role_vars["bench_schedule_module_utils"]:
-        shutil.copy2(COLLECTION / "plugins" / "module_utils" / name, install / package / name)
+    (install / "lib" / "sparkfleet_bench").mkdir(parents=True)
+    for module in (BENCH_PARENT / "sparkfleet_bench").glob("*.py"):
+        shutil.copy2(module, install / "lib" / "sparkfleet_bench" / module.name)
     return install
 
 
@@ -164,6 +161,11 @@ def test_rendered_units_run_the_scheduled_benchmark(standin: Callable[..., Stand
     exec_start = shlex.split(re.search(r"^ExecStart=(.*)$", service, re.M).group(1))
     env = {**os.environ, **dict(line.split("=", 1)[1].split("=", 1) for line in service.splitlines()
                                 if line.startswith("Environment="))}
+    assert exec_start[1:3] == ["-m", "sparkfleet_bench.scheduled"]
+    # the unit's environment imports the installed copy, not the venv's editable install
+    where = subprocess.run([exec_start[0], "-c", "import sparkfleet_bench; print(sparkfleet_bench.__file__)"], env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert where.stdout.strip() == str(tmp_path / "install" / "lib" / "sparkfleet_bench" / "__init__.py"), where.stderr
 
     def run_unit() -> subprocess.CompletedProcess[str]:
         return subprocess.run(exec_start, env=env, capture_output=True, text=True, timeout=120)

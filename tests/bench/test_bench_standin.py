@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import BenchClient, RequestResult
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import (
+from sparkfleet_bench.client import BenchClient, RequestResult
+from sparkfleet_bench.suites import (
     BenchConfig, Hygiene, Runner, run_bench)
 
 from conftest import MODEL, Standin
@@ -197,7 +197,7 @@ def test_admission_and_needle(standin: Callable[..., Standin], tmp_path: Path) -
 
 def test_many_streams_keep_rates_and_failures(standin: Callable[..., Standin]) -> None:
     """16 streams on pooled keep-alive connections: rates as accurate, a dropped stream still classified."""
-    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import sample_metrics
+    from sparkfleet_bench.suites import sample_metrics
 
     server = standin({"STANDIN_ITL_S": "0.01", "STANDIN_TTFT_BASE_S": "0.02"}, ("--max-num-seqs", "64"))
     body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stream": True,

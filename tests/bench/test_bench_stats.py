@@ -5,7 +5,7 @@ import math
 import random
 
 import pytest
-from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_bench_stats as st
+from sparkfleet_bench import stats as st
 
 # Two-sided 95 % critical values (standard t tables) — the reference's lookup table.
 TABLE = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_bench_compliance as cp
-from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_bench_report as rp
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import (
+from sparkfleet_bench import compliance as cp
+from sparkfleet_bench import report as rp
+from sparkfleet_bench.suites import (
     FULL, BenchConfig, plan, run_bench, validate)
 
 from conftest import MODEL, Standin
@@ -98,7 +98,7 @@ def test_loop_lag_ticks_every_10ms_and_stops() -> None:
     """The ticker is a self-re-arming timer callback: ~10 ticks in 0.1 s, lateness >= 0, nothing after stop."""
     import asyncio
 
-    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import LoopLag
+    from sparkfleet_bench.suites import LoopLag
 
     lag = LoopLag()
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,19 +15,17 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
-from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_bench_report as rp
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_schedule import promote
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_stats import summarize
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import (
+from sparkfleet_bench import report as rp
+from sparkfleet_bench.schedule import promote
+from sparkfleet_bench.stats import summarize
+from sparkfleet_bench.suites import (
     BenchConfig, Runner, run_bench, validate)
 
-from testlib import COLLECTION, ROOT
+from testlib import bench_command
 
-# The CLI through its checkout wrapper; the scheduled runner the way its unit starts it on a node (the bench
-# library importable from PYTHONPATH).
-BENCH = ["env", f"SPARKFLEET_PYTHON={sys.executable}", str(ROOT / "bin" / "sparkfleet-bench")]
-SCHEDULED = ["env", f"PYTHONPATH={ROOT / 'collections'}", sys.executable,
-             str(COLLECTION / "roles" / "bench_schedule" / "files" / "sparkfleet-bench-scheduled")]
+# The CLI and the scheduled runner as commands (python -m, the bench package from PYTHONPATH, as on a node).
+BENCH = bench_command()
+SCHEDULED = bench_command("sparkfleet_bench.scheduled")
 MODELS_OK = json.dumps({"object": "list", "data": [{"id": "m", "object": "model", "max_model_len": 4096}]})
 
 

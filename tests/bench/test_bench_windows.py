@@ -2,22 +2,20 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_schedule import (
+from sparkfleet_bench.schedule import (
     hold_reason, in_window, parse_window, skip_reason)
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import BenchConfig, run_bench
+from sparkfleet_bench.suites import BenchConfig, run_bench
 
 from conftest import MODEL, Standin
-from testlib import COLLECTION
+from testlib import bench_command
 
-SCHEDULED = [sys.executable, str(COLLECTION / "roles" / "bench_schedule" / "files" / "sparkfleet-bench-scheduled")]
+SCHEDULED = bench_command("sparkfleet_bench.scheduled")
 
 
 def _at(hour: int, minute: int = 0) -> datetime:
@@ -82,8 +80,7 @@ def _config(tmp_path: Path, url: str, **extra: Any) -> Path:
 
 
 def _run(config: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(COLLECTION.parents[2])}
-    return subprocess.run(SCHEDULED + ["--config", str(config)], env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(SCHEDULED + ["--config", str(config)], capture_output=True, text=True, timeout=120)
 
 
 def test_the_scheduled_runner_skips_outside_its_window_and_under_a_hold(standin: Callable[..., Standin],

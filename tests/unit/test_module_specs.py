@@ -77,8 +77,8 @@ def test_differences_names_option_and_field(spec: dict[str, Any], doc: dict[str,
 def test_bench_defaults_are_the_bench_library_defaults() -> None:
     """spark_bench's option defaults come from BenchConfig and MonitorSpec, so the module, the CLI and the scheduled
     runner cannot drift apart (and the test above holds DOCUMENTATION to the same values)."""
-    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_monitor import MonitorSpec
-    from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import BenchConfig
+    from ansible_collections.sparkfleet.spark.plugins.module_utils.sparkfleet_bench.monitor import MonitorSpec
+    from ansible_collections.sparkfleet.spark.plugins.module_utils.sparkfleet_bench.suites import BenchConfig
     from ansible_collections.sparkfleet.spark.plugins.modules.spark_bench import ARGS
 
     config, monitor = BenchConfig(url="u", output_dir="o"), MonitorSpec(node="n")

@@ -8,8 +8,8 @@ from typing import Any, Mapping
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_monitor import MonitorSpec
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import BenchConfig, validate
+from ansible_collections.sparkfleet.spark.plugins.module_utils.sparkfleet_bench.monitor import MonitorSpec
+from ansible_collections.sparkfleet.spark.plugins.module_utils.sparkfleet_bench.suites import BenchConfig, validate
 
 # Options that are not BenchConfig fields: the key arrives as a file, the progress goes to a log.
 OWN_DEFAULTS: dict[str, Any] = {"api_key_file": "", "progress_log": ""}

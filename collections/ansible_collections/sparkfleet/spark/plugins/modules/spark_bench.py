@@ -96,8 +96,9 @@ options:
     default: {}
   sparkfleet_version:
     description:
-      - sparkfleet's version for the report; empty reads it from the collection's metadata, which a module's
-        payload does not carry, so the playbook passes C(lookup('sparkfleet.spark.spark_version')).
+      - sparkfleet's version for the report; empty takes the bench package's own (C(sparkfleet_bench.__version__),
+        which a unit test holds equal to the collection's galaxy.yml). The playbook passes
+        C(lookup('sparkfleet.spark.spark_version')), read from the collection's metadata.
     type: str
     default: ""
   seed:
@@ -277,9 +278,9 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import read_api_key  # noqa: E402
+from ansible_collections.sparkfleet.spark.plugins.module_utils.sparkfleet_bench.client import read_api_key  # noqa: E402
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_options import argument_spec  # noqa: E402
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import (  # noqa: E402
+from ansible_collections.sparkfleet.spark.plugins.module_utils.sparkfleet_bench.suites import (  # noqa: E402
     BenchConfig, plan, run_bench, validate)
 
 # The defaults are the bench library's (BenchConfig, MonitorSpec), declared once; DOCUMENTATION repeats them for

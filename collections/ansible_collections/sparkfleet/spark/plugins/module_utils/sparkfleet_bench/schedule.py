@@ -1,7 +1,7 @@
 """The scheduled benchmark's bookkeeping: Prometheus textfile of a report, history pruning, promotion.
 
 `prometheus_textfile` is pure; `write_textfile`, `prune_history` and `promote` touch only the paths they
-are given. Used by bin/sparkfleet-bench-scheduled (run by the bench_schedule role's systemd unit).
+are given. Used by sparkfleet_bench.scheduled (run by the bench_schedule role's systemd unit).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_report import (
+from .report import (
     SCHEMA, comparable_points, verdict, verdict_reasons, write_json_atomic)
 
 VERDICTS = ("pass", "fail", "regression")

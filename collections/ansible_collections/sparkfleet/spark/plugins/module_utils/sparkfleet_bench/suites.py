@@ -24,24 +24,24 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator, Optional, Sequence
 
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import READ_BYTES, BenchClient, RequestResult
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_compliance import (
+from .client import READ_BYTES, BenchClient, RequestResult
+from .compliance import (
     ARMS, RECORDS, response_format, score)
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_compliance import prompt as compliance_prompt
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_compliance import (
+from .compliance import prompt as compliance_prompt
+from .compliance import (
     prompts_sha256 as compliance_sha256)
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_monitor import (
+from .monitor import (
     MonitorLimits, Monitors, MonitorSpec, monitor_warnings, spec_problems)
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_metrics import (
+from .metrics import (
     Peaks, deltas, foreign_traffic, is_idle, parse_prometheus, prefix_hit_rate, spec_decode)
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_prompts import (
+from .prompts import (
     ADMISSION_TAIL, DECODE_CASES, SAMPLED_CASES, sampled_sha256, NEEDLE_PHRASE, NEEDLE_QUESTION, PREFILL_TAIL, QUALITY_PROMPT, REASONING_OFF,
     check_quality, needle_haystack, nonce_prefix, prompts_sha256, text_of_chars)
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_report import (
+from .report import (
     compare, new_report, verdict, write_outputs)
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_stats import (
+from .stats import (
     converged, percentiles, summarize)
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_version import sparkfleet_version
+from . import __version__
 
 SUITE_ORDER = ("quality", "compliance", "decode", "sampled", "prefill", "prefix", "admission", "needle")
 QUICK = ("quality", "decode")
@@ -632,7 +632,7 @@ class Runner:
                                                 force=self.cfg.force_compare)
         self.save()
         try:
-            from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_plots import write_plots
+            from .plots import write_plots
 
             self.report["plots"] = write_plots(self.out_dir, self.report, self.baseline)
         except ImportError as exc:
@@ -663,7 +663,7 @@ class Runner:
                                    "owned_by": card.get("owned_by"), "root": card.get("root"),
                                    "metrics_endpoint": metrics, "planned_points": plan(self.cfg, self.max_model_len),
                                    **self.cfg.identity, "server_version": await self._server_version(),
-                                   "sparkfleet_version": self.cfg.sparkfleet_version or sparkfleet_version()}
+                                   "sparkfleet_version": self.cfg.sparkfleet_version or __version__}
         if not metrics:
             self.log("server has no /metrics: hygiene checks skipped")
 

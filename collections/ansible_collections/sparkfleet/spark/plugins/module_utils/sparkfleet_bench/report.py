@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_stats import is_regression, welch, direction
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_monitor import monitor_reasons
+from .stats import is_regression, welch, direction
+from .monitor import monitor_reasons
 
 SCHEMA = "sparkfleet-bench/1"
 # metric -> higher is better; only these take part in the regression rule (the reference gates on

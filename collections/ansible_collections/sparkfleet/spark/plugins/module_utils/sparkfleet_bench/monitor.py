@@ -1,6 +1,6 @@
 """Safety monitors during a benchmark run (bench method reference §1.6).
 
-One stream per rank: the sampler (spark_bench_sampler, fed to the rank's `python3` over its own connection) prints a
+One stream per rank: the sampler (sparkfleet_bench.sampler, fed to the rank's `python3` over its own connection) prints a
 sample every second. The run halts -- in-flight requests cancelled, the partial report written, verdict fail with
 the reason -- when a rank's MemAvailable falls below its floor (the steady memory guard plus a margin), a GPU
 comes within its headroom of the slowdown limit or passes its temperature limit, a thermal zone passes its limit,
@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_bench_sampler
+from . import sampler
 
 GIB_KIB = 1024 * 1024
 # Clock event reasons (nvidia-smi clocks_event_reasons.active) that mean the GPU slowed for heat.
@@ -91,10 +91,10 @@ def sampler_argv(spec: MonitorSpec, limits: MonitorLimits, program_bytes: int, l
 
 def sampler_program() -> bytes:
     """The sampler's text, as shipped to the ranks (its loader has it, in a module's zip payload too)."""
-    loader = getattr(spark_bench_sampler, "__loader__", None)
-    source = loader.get_source(spark_bench_sampler.__name__) if loader is not None else None
+    loader = getattr(sampler, "__loader__", None)
+    source = loader.get_source(sampler.__name__) if loader is not None else None
     if source is None:
-        source = Path(spark_bench_sampler.__file__).read_text(encoding="utf-8")
+        source = Path(sampler.__file__).read_text(encoding="utf-8")
     return source.encode()
 
 

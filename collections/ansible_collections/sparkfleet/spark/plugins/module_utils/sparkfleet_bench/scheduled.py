@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """sparkfleet-bench-scheduled: one scheduled benchmark (what the bench_schedule role's systemd unit runs).
 
 Starts only inside the workload window ("window", HH:MM-HH:MM local time; empty = any time) and while no hold
@@ -6,7 +5,8 @@ file ("hold_file") exists; a skipped run says why, writes no report and exits 0.
 the run stops it at the next point boundary (verdict fail, aborted "hold: ...").
 Runs the configured suites into HISTORY/<UTC>/, compares with the promoted baseline when there is one,
 writes the Prometheus textfile (node_exporter textfile collector), points HISTORY/latest at the new
-report and keeps the newest N reports.
+report and keeps the newest N reports. On a node (no pip install) it runs as `python3 -m sparkfleet_bench.scheduled`
+with the role's lib/ directory on PYTHONPATH.
   sparkfleet-bench-scheduled --config /etc/sparkfleet/bench-schedule.json
   sparkfleet-bench-scheduled --config ... --promote latest     # make a complete passing report the baseline
 Exit status: 0 pass, 1 fail (SIGTERM from systemctl stop included), 3 regression, 2 bad configuration or a
@@ -20,14 +20,12 @@ import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
-# The bench library is the collection's own module_utils: on a node the role installs those files under
-# lib/ansible_collections/sparkfleet/spark/plugins/module_utils/ and the unit puts lib/ on PYTHONPATH.
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import read_api_key
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_schedule import (
+from .client import read_api_key
+from .schedule import (
     prometheus_textfile, promote, prune_history, report_dirs, skip_reason, write_textfile)
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import BenchConfig, run_bench, validate
+from .suites import BenchConfig, run_bench, validate
 
 EXIT = {"pass": 0, "fail": 1, "regression": 3}
 SCHEDULE_KEYS = ("history_dir", "baseline", "keep", "textfile_dir", "api_key_file", "window", "hold_file")
@@ -81,7 +79,7 @@ def run(schedule: dict[str, Any], bench: dict[str, Any]) -> int:
     return EXIT.get(report["verdict"], 1)
 
 
-def main(argv: list[str]) -> int:
+def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="sparkfleet-bench-scheduled", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", required=True, type=Path)
@@ -106,4 +104,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -1,6 +1,6 @@
 """The bench's monitor sampler: a program that runs on a rank for the length of one benchmark run.
 
-The bench (spark_bench_monitor.Monitors) starts it over the rank's own connection (ssh, docker exec) with
+The bench (sparkfleet_bench.monitor.Monitors) starts it over the rank's own connection (ssh, docker exec) with
 `python3 -c BOOT`: BOOT reads this file's text from stdin and runs it, and stdin stays open, so the sampler ends
 when the bench closes it or goes away. Nothing is installed on the rank and nothing is left running there.
 

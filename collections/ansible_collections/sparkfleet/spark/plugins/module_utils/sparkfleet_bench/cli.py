@@ -1,7 +1,6 @@
 """sparkfleet-bench: the spark_bench module's benchmark, by hand (same options as the playbook variables,
 without the `spark_bench_` prefix). Needs only the standard library, plots
-included. Run as `python -m ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_cli`
-with the collections directory on PYTHONPATH (what bin/sparkfleet-bench does).
+included. Installed as the `sparkfleet-bench` command (bench/pyproject.toml); also `python -m sparkfleet_bench`.
 
 Exit status: 0 pass, 1 fail (abort, failed request, failed or unfinished suite, unforeseen error, stopped by
 SIGINT or SIGTERM; the report is written either way), 3 regression, 2 bad options.
@@ -17,10 +16,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_client import API_KEY_ENV, read_api_key
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_suites import (
+from .client import API_KEY_ENV, read_api_key
+from .suites import (
     BenchConfig, plan, run_bench, validate)
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_version import sparkfleet_version
+from . import __version__
 
 EXIT = {"pass": 0, "fail": 1, "regression": 3}
 _LIST_SEPARATORS = re.compile(r"[\s,\[\]]+")
@@ -96,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     p = argparse.ArgumentParser(prog="sparkfleet-bench", description=__doc__, allow_abbrev=False,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--version", action="version", version=f"sparkfleet-bench {sparkfleet_version()}",
+    p.add_argument("--version", action="version", version=f"sparkfleet-bench {__version__}",
                    help="print sparkfleet's version (the collection's galaxy.yml) and exit")
     p.add_argument("--url", required=True, help="server base URL, e.g. http://10.0.1.71:8000")
     p.add_argument("--model", default="", help="served model name (default: the first listed)")
@@ -153,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse(argv: list[str], environ: Optional[dict[str, str]] = None) -> tuple[BenchConfig, bool]:
+def parse(argv: Optional[Sequence[str]], environ: Optional[dict[str, str]] = None) -> tuple[BenchConfig, bool]:
     parser = build_parser()
     a = vars(parser.parse_args(argv))
     a.pop("api_key", None)
@@ -166,7 +165,7 @@ def parse(argv: list[str], environ: Optional[dict[str, str]] = None) -> tuple[Be
     return BenchConfig(**a), check
 
 
-def main(argv: list[str]) -> int:
+def main(argv: Optional[Sequence[str]] = None) -> int:
     cfg, check = parse(argv)
     problems = validate(cfg)
     if problems:
@@ -183,4 +182,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -9,7 +9,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
 
-from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_bench_glyphs import ASCENT, GLYPHS, HEIGHT
+from .glyphs import ASCENT, GLYPHS, HEIGHT
 
 Color = tuple[int, int, int]
 Row = tuple[float, float, float, float]  # x, y, error below, error above
