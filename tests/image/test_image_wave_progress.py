@@ -25,7 +25,8 @@ for last; do :; done
 exec sh -c "$last"
 """
 
-# TEST DOUBLE of `docker load`: 256 KiB every 0.2 s, so a 3 MiB archive takes a few seconds.
+# TEST DOUBLE of `docker load`: 256 KiB every 0.4 s, so a 3 MiB archive takes about 5 s: on a loaded machine a
+# round of the wave (1 s apart) can take 2 s, and a load shorter than that showed only its first and last rounds.
 DOCKER = """#!{py}
 import sys, time
 assert sys.argv[1:] == ["load"], sys.argv
@@ -35,7 +36,7 @@ while True:
     if not chunk:
         break
     total += len(chunk)
-    time.sleep(0.2)
+    time.sleep(0.4)
 print(f"Loaded image ID: {image_id} ({{total}} bytes)")
 """
 
