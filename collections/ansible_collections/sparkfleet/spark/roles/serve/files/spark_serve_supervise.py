@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-# The collection's module_utils/spark_serve_engine.py, installed beside this file: the filters plan by the same steps.
+# The collection's module_utils/spark_serve_engine.py, installed beside this file: the filters order by it too.
 import spark_serve_engine as engine
 
 RUNNING, STOPPED, ABSENT, UNREACHABLE = "running", "stopped", "absent", "unreachable"
