@@ -42,6 +42,23 @@ def load_source(kind: str, name: str) -> ModuleType:
     return module
 
 
+def load_role_file(role: str, name: str, siblings: dict[str, ModuleType]) -> ModuleType:
+    """Import roles/<role>/files/<name>.py, a program or library that runs on the nodes, under its plain name.
+
+    On a node it imports the files installed beside it by their plain names, and Python finds them because the
+    program's own directory is first on its path; here each of those names is given the module already imported
+    from the same file, so one file is one module object in a test."""
+    for sibling, module in siblings.items():
+        sys.modules[sibling] = module
+    path = COLLECTION / "roles" / role / "files" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader, path
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 class ModuleExit(Exception):
     """Raised instead of exit_json so a test can inspect the result."""
 

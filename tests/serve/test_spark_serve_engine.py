@@ -1,17 +1,13 @@
 """The serving engine (module_utils/spark_serve_engine.py): the group decision and the order of every step."""
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_serve_engine as engine
-from testlib import COLLECTION, load_source
+from testlib import load_source
 
 FILTER = load_source("filter", "sparkfleet_serve_engine")
 ORDER3 = ["dgx1", "dgx2", "dgx3"]
@@ -120,23 +116,6 @@ def test_the_filter_wraps_errors_and_refuses_non_booleans() -> None:
     with pytest.raises(AnsibleFilterError, match="spark_serve_replace must be a boolean, got 'true'"):
         FILTER.spark_serve_group(ORDER3, _probed("absent", "absent", "absent"), [], False, "true")
     assert FILTER.spark_serve_stop_order(ORDER4) == ORDER4
-
-
-def test_the_supervisor_runs_from_its_shipped_copies(tmp_path: Path) -> None:
-    """On a node the program sits next to plain copies of its modules, without the collection."""
-    utils = COLLECTION / "plugins" / "module_utils"
-    shutil.copy(utils / "spark_serve_supervisor.py", tmp_path / "supervise.py")
-    for name in ("spark_serve_supervise.py", "spark_serve_engine.py", "spark_memguard.py"):
-        shutil.copy(utils / name, tmp_path / name)
-    (tmp_path / "check.py").write_text(
-        "import supervise, spark_serve_supervise as s\n"
-        "print(s.restart_steps([s.Rank('a', 0, 'x', True), s.Rank('b', 1, 'y', False)]))\n", encoding="utf-8")
-    # -E -s: no PYTHONPATH, no user site; the script's directory is what the node's program has beside it.
-    done = subprocess.run([sys.executable, "-E", "-s", str(tmp_path / "check.py")], capture_output=True, text=True,
-                          check=False, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == ("[('stop', 'a'), ('stop', 'b'), ('start', 'b'), ('start', 'a'), ('wait', 'a'), "
-                                   "('steady', 'a'), ('steady', 'b')]")
 
 
 # A replace of a running group that failed part way: (ranks renamed before the failure) -> the rollback

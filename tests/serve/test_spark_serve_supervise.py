@@ -1,4 +1,4 @@
-"""Supervised mode: the supervisor's decisions (module_utils/spark_serve_supervise.py) and its rank actions."""
+"""Supervised mode: the supervisor's decisions (roles/serve/files/spark_serve_supervise.py) and its rank actions."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,10 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_serve_supervise as sup
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_memguard, spark_serve_engine
+from testlib import load_role_file
+
+sup = load_role_file("serve", "spark_serve_supervise", {"spark_serve_engine": spark_serve_engine})
 
 RUNNING = [sup.Seen("dgx1", sup.RUNNING), sup.Seen("dgx2", sup.RUNNING), sup.Seen("dgx3", sup.RUNNING)]
 DEAD_WORKER = [sup.Seen("dgx1", sup.RUNNING), sup.Seen("dgx2", sup.STOPPED, 137, "exited"), sup.Seen("dgx3", sup.RUNNING)]
@@ -115,7 +118,8 @@ def test_ssh_pins_host_keys_and_quotes_the_remote_command() -> None:
 
 
 def test_history_survives_a_restart_of_the_supervisor(tmp_path: Path) -> None:
-    from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_serve_supervisor as program
+    program = load_role_file("serve", "spark_serve_supervisor",
+                             {"spark_memguard": spark_memguard, "spark_serve_supervise": sup})
     path = str(tmp_path / "state" / "history.json")
     assert program.load_history(path) == []
     program.save_history(path, [1.5, 2.5])

@@ -56,7 +56,7 @@ def test_collection_builds(tmp_path: Path) -> None:
     assert {"MANIFEST.json", "plugins/modules/spark_lldp.py", "plugins/module_utils/spark_data.py",
             "plugins/filter/sparkfleet_fabric.py", "plugins/doc_fragments/spark_read_only.py",
             "roles/fabric/tasks/main.yml", "plugins/module_utils/sparkfleet_bench/__init__.py",
-            "plugins/module_utils/sparkfleet_bench/scheduled.py",
+            "plugins/module_utils/sparkfleet_bench/scheduled.py", "roles/serve/files/spark_serve_supervisor.py",
             "templates/netplan-fabric.yaml.j2", "meta/runtime.yml"} <= names
     assert not [name for name in names if "__pycache__" in name or name.endswith(".pyc")]
 

@@ -23,12 +23,10 @@ import urllib.error
 import urllib.request
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-try:
-    from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_memguard as memguard
-    from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_serve_supervise as sup
-except ImportError:  # on the node: next to its copies of spark_serve_supervise.py and spark_memguard.py
-    import spark_memguard as memguard  # type: ignore[no-redef]
-    import spark_serve_supervise as sup  # type: ignore[no-redef]
+# Siblings installed beside this file: the decisions (this role's files/spark_serve_supervise.py) and the memory
+# guard's logic (the collection's module_utils/spark_memguard.py, the very file spark_memory_guard ships).
+import spark_memguard as memguard
+import spark_serve_supervise as sup
 
 LOG_ERR, LOG_WARNING, LOG_INFO = 3, 4, 6
 CONFIRM_TIMEOUT = 5.0

@@ -13,10 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-try:
-    from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_serve_engine as engine
-except ImportError:  # on the node: next to its copy of spark_serve_engine.py
-    import spark_serve_engine as engine  # type: ignore[no-redef]
+# The collection's module_utils/spark_serve_engine.py, installed beside this file: the filters order by it too.
+import spark_serve_engine as engine
 
 RUNNING, STOPPED, ABSENT, UNREACHABLE = "running", "stopped", "absent", "unreachable"
 NONE, WAIT, RESTART, GIVE_UP = "none", "wait", "restart", "give-up"
