@@ -37,6 +37,7 @@ async def _parse(wire: bytes, cuts: list[int]) -> tuple[RequestResult, bool]:
     for i, cut in enumerate(sorted(cuts) + [len(wire)]):
         resp.feed(wire[start:cut], float(i))
         start = cut
+    await asyncio.sleep(0)  # the reader thread resolves `done` through the loop
     return res, resp.done.done() and resp.done.exception() is None
 
 
@@ -126,8 +127,7 @@ def test_a_stale_pooled_connection_is_retried_once_on_a_new_one() -> None:
             assert await client.get_text("/health") == (200, "ok")
             conn = client._idle[-1]
             conn.closed = False  # the close has not reached the client yet: it reuses the socket
-            client_sock = conn.transport.get_extra_info("socket")
-            assert client_sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+            assert conn.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
             res = await client.stream("/v1/chat/completions", {"stream": True})
             assert res.ok, res.error
             assert res.completion_tokens == 3 and res.request_id == "chatcmpl-7"
