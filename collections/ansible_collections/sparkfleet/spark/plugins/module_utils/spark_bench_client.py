@@ -215,6 +215,10 @@ class _SseSink:
         self.rest = b""
 
     def __call__(self, data: bytes, stamp: float) -> None:
+        if not self.rest and data.startswith(b"data:") and data.find(b"\n") == len(data) - 2 \
+                and data.endswith(b"\n\n"):  # the usual chunk: one whole event, its only line
+            self.state.feed(data[5:].strip(), stamp)
+            return
         self.rest = _feed_lines(self.rest + data if self.rest else data, self.state, stamp)
 
     def finish(self, stamp: float) -> None:
