@@ -677,7 +677,11 @@ class BenchClient:
     async def _connect(self) -> _Conn:
         loop = asyncio.get_running_loop()
         if not self._addresses:
-            self._addresses = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+            try:  # an IP address needs no resolver thread
+                self._addresses = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM,
+                                                     flags=socket.AI_NUMERICHOST)
+            except socket.gaierror:
+                self._addresses = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
         error: Optional[OSError] = None
         for family, kind, proto, _, address in self._addresses:
             sock = socket.socket(family, kind, proto)
