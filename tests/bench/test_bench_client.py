@@ -37,6 +37,7 @@ async def _parse(wire: bytes, cuts: list[int]) -> tuple[RequestResult, bool]:
     for i, cut in enumerate(sorted(cuts) + [len(wire)]):
         resp.feed(wire[start:cut], float(i))
         start = cut
+    await asyncio.sleep(0)  # the reader thread resolves `done` through the loop
     return res, resp.done.done() and resp.done.exception() is None
 
 
@@ -126,8 +127,7 @@ def test_a_stale_pooled_connection_is_retried_once_on_a_new_one() -> None:
             assert await client.get_text("/health") == (200, "ok")
             conn = client._idle[-1]
             conn.closed = False  # the close has not reached the client yet: it reuses the socket
-            client_sock = conn.transport.get_extra_info("socket")
-            assert client_sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+            assert conn.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
             res = await client.stream("/v1/chat/completions", {"stream": True})
             assert res.ok, res.error
             assert res.completion_tokens == 3 and res.request_id == "chatcmpl-7"
@@ -183,3 +183,48 @@ def test_one_chunk_per_read_fast_path_agrees_with_the_general_parser(ext: bytes,
     assert complete and per_chunk.completion_tokens == 3 and per_chunk.request_id == "chatcmpl-7"
     assert per_chunk.token_times == [1.0, 2.0, 3.0]  # read i is stamped i; read 0 is the head
     assert len(bytewise.token_times) == 3 and per_chunk.finish_reason == bytewise.finish_reason == "length"
+
+
+def test_https_stream_and_a_body_of_many_tls_records(tmp_path: Any) -> None:
+    """TLS: the handshake, a stream, and a 200 KiB body that arrives as many TLS records."""
+    import shutil
+    import ssl
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    big = b"x" * (200 * 1024)
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                request = await _read_request(reader)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                break
+            writer.write(_chunked(EVENTS) if b" /v1/chat" in request
+                         else b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(big) + big)
+            await writer.drain()
+        writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(handler, "127.0.0.1", 0, ssl=server_ctx)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            async with BenchClient(f"https://127.0.0.1:{port}/v1") as client:
+                client._ssl = ssl.create_default_context(cafile=str(cert))
+                res = await client.stream("/v1/chat/completions", {"stream": True})
+                assert res.ok, res.error
+                assert (res.completion_tokens, res.request_id) == (3, "chatcmpl-7") and len(res.token_times) == 3
+                assert await client.get_text("/big") == (200, big.decode())
+                assert len(client._open) == 1  # both on one keep-alive TLS connection
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(main())

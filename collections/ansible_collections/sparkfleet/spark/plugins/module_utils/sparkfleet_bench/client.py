@@ -1,17 +1,19 @@
-"""Streaming OpenAI-compatible client for benchmarks: raw asyncio HTTP/1.1, timings on perf_counter.
+"""Streaming OpenAI-compatible client for benchmarks: raw HTTP/1.1, timings on perf_counter.
 
 Why it looks like this (bench method reference section 5, measurements in docs/bench.md):
-- One asyncio (buffered) Protocol per connection. The event loop hands every socket read straight to
-  `buffer_updated`, which stamps it (time.perf_counter, the same CLOCK_MONOTONIC the stand-in records
-  with) before any parsing; no task wake-up, no reader queue, no per-chunk future. That is what makes
-  the client cheap at many streams and keeps a busy loop from delaying the stamp of a first token.
+- One reader thread per client with a selector loop of its own does every socket read and write; the
+  asyncio loop only connects, hands requests over and awaits their completion (one wake-up per request,
+  not per token). asyncio's own read path cost an event-loop pass and a transport's callbacks per socket
+  read, which at many streams (every token its own read) was most of the client's CPU.
+- Every read is stamped (time.perf_counter, the same CLOCK_MONOTONIC the stand-in records with) as soon
+  as recv_into returns, before any copy or parsing; no task wake-up, no reader queue, no per-chunk future.
 - Keep-alive pool, one connection per concurrent stream (a connection per request churns sockets),
   TCP_NODELAY on both directions of our side, HTTP/1.1 chunked transfer decoding of our own.
 - No read-buffer ceiling: every recv reads up to 256 KiB and partial lines are joined here, so a
   large SSE event neither fails nor throttles the stream (aiohttp's 64 KiB default does both).
-- A buffered protocol: the loop recv_into()s one 256 KiB buffer shared by the client's connections (reads
-  are handled one at a time, each copied out before the next), instead of a plain recv(256 KiB) that
-  allocates a fresh quarter-megabyte for every read; that allocation was ~9 us of a token's ~30 us.
+- recv_into one 256 KiB buffer shared by the client's connections (reads are handled one at a time, each
+  copied out before the next), instead of recv(256 KiB), which allocates a fresh quarter-megabyte for
+  every read; that allocation was ~9 us of a token's ~30 us.
 - Standard library only: importing aiohttp alone cost ~0.25 CPU-seconds per run.
 """
 from __future__ import annotations
@@ -20,10 +22,13 @@ import asyncio
 import json
 import os
 import re
+import selectors
 import socket
 import ssl
 import stat
+import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
@@ -210,6 +215,10 @@ class _SseSink:
         self.rest = b""
 
     def __call__(self, data: bytes, stamp: float) -> None:
+        if not self.rest and data.startswith(b"data:") and data.find(b"\n") == len(data) - 2 \
+                and data.endswith(b"\n\n"):  # the usual chunk: one whole event, its only line
+            self.state.feed(data[5:].strip(), stamp)
+            return
         self.rest = _feed_lines(self.rest + data if self.rest else data, self.state, stamp)
 
     def finish(self, stamp: float) -> None:
@@ -224,7 +233,9 @@ class _Response:
 
     def __init__(self, sse: Optional[_SseSink]) -> None:
         self.sse = sse
-        self.done: "asyncio.Future[None]" = asyncio.get_running_loop().create_future()
+        self._loop = asyncio.get_running_loop()
+        self.done: "asyncio.Future[None]" = self._loop.create_future()
+        self.finished = False  # on the reader thread: done is (being) resolved
         self.status = 0
         self.keep_alive = False
         self.received = False
@@ -240,7 +251,7 @@ class _Response:
     # -- input from the protocol
     def feed(self, data: bytes, stamp: float) -> None:
         self.received = True
-        if self.done.done():
+        if self.finished:
             return
         try:
             if self._sink is None:
@@ -255,17 +266,25 @@ class _Response:
                 self._sink(data, stamp)
         except Exception as exc:  # noqa: BLE001 - any parse or sink error ends this response with it
             self.keep_alive = False
-            self.done.set_exception(exc)
+            self._settle(exc)
 
     def eof(self, exc: Optional[BaseException]) -> None:
-        if self.done.done():
+        if self.finished:
             return
         if self._sink is not None and self._mode == "close":
             self._complete(time.perf_counter())
             return
         self.keep_alive = False
         reason = f": {exc}" if exc else ""
-        self.done.set_exception(ConnectionResetError(f"connection closed before the response was complete{reason}"))
+        self._settle(ConnectionResetError(f"connection closed before the response was complete{reason}"))
+
+    def _settle(self, exc: Optional[BaseException]) -> None:
+        """Resolve `done` on the event loop's thread (this runs on the reader's)."""
+        self.finished = True
+        try:
+            self._loop.call_soon_threadsafe(_resolve, self.done, exc)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
 
     # -- head
     def _parse_head(self, data: bytes) -> bytes:
@@ -364,58 +383,171 @@ class _Response:
     def _complete(self, stamp: float) -> None:
         if self.sse is not None and self._sink is self.sse:
             self.sse.finish(stamp)
-        if not self.done.done():
-            self.done.set_result(None)
+        if not self.finished:
+            self._settle(None)
 
 
-class _Conn(asyncio.BufferedProtocol):
-    """One keep-alive connection; the response being read gets every read with its timestamp."""
+def _resolve(done: "asyncio.Future[None]", exc: Optional[BaseException]) -> None:
+    if done.done():  # cancelled: a timeout or a signal
+        return
+    if exc is None:
+        done.set_result(None)
+    else:
+        done.set_exception(exc)
 
-    def __init__(self, read_buffer: Optional[memoryview] = None) -> None:
-        self.transport: Optional[asyncio.Transport] = None
+
+class _Conn:
+    """One keep-alive connection: a non-blocking socket that only the reader thread reads, writes and closes
+    (after the connect); the response being read gets every read with its timestamp."""
+
+    __slots__ = ("sock", "reader", "response", "closed", "_out", "_writing", "_tls")
+
+    def __init__(self, sock: socket.socket, reader: "_Reader") -> None:
+        self.sock = sock
+        self.reader = reader
         self.response: Optional[_Response] = None
         self.closed = False
-        self._buffer = read_buffer if read_buffer is not None else memoryview(bytearray(READ_BYTES))
+        self._out: Optional[memoryview] = None
+        self._writing = False
+        self._tls = isinstance(sock, ssl.SSLSocket)
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # a stream transport (TCP or TLS)
-        sock = transport.get_extra_info("socket")
-        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-            # Nagle would hold a small request back behind an unacknowledged one; asyncio sets it too.
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    # -- on the reader thread
+    def start(self) -> None:
+        try:
+            self.reader.selector.register(self.sock, selectors.EVENT_READ, self)
+        except (OSError, ValueError) as exc:  # closed (forgotten) before the reader got to it
+            self.lost(exc)
 
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self._buffer
+    def send(self, request: bytes, res: Optional[RequestResult]) -> None:
+        if res is not None:
+            res.t_send = time.perf_counter()
+        self._out = memoryview(request)
+        self.flush()
 
-    def buffer_updated(self, nbytes: int) -> None:
-        stamp = time.perf_counter()  # first: the copy of a large read must not delay the stamp
-        # The buffer is shared and reused by the next read, so the bytes are copied out now.
-        self._deliver(self._buffer[:nbytes].tobytes(), stamp)
-
-    def data_received(self, data: bytes) -> None:
-        self._deliver(data, time.perf_counter())
-
-    def _deliver(self, data: bytes, stamp: float) -> None:
-        if self.response is None:  # bytes nobody asked for: the connection is unusable
-            self.close()
+    def flush(self) -> None:
+        out = self._out
+        try:
+            while out:
+                out = out[self.sock.send(out):]
+        except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError):
+            self._out = out
+            self._watch_writes(True)
             return
-        self.response.feed(data, stamp)
+        except OSError as exc:
+            self.lost(exc)
+            return
+        self._out = None
+        self._watch_writes(False)
 
-    def eof_received(self) -> bool:
-        if self.response is not None:
-            self.response.eof(None)
-        self.closed = True
-        return False
+    def _watch_writes(self, on: bool) -> None:
+        if on != self._writing and not self.closed:
+            self._writing = on
+            self.reader.selector.modify(self.sock, selectors.EVENT_READ | (selectors.EVENT_WRITE if on else 0), self)
 
-    def connection_lost(self, exc: Optional[Exception]) -> None:
-        self.closed = True
+    def read(self, buffer: memoryview) -> None:
+        while True:
+            try:
+                nbytes = self.sock.recv_into(buffer)
+            except (BlockingIOError, InterruptedError, ssl.SSLWantReadError):
+                return
+            except OSError as exc:
+                self.lost(exc)
+                return
+            stamp = time.perf_counter()  # first: the copy of a large read must not delay the stamp
+            if not nbytes:
+                self.lost(None)
+                return
+            response = self.response
+            if response is None:  # bytes nobody asked for: the connection is unusable
+                self.lost(None)
+                return
+            # The buffer is shared and reused by the next read, so the bytes are copied out now.
+            response.feed(buffer[:nbytes].tobytes(), stamp)
+            if not (self._tls and self.sock.pending()):  # TLS reads one record at a time
+                return
+
+    def lost(self, exc: Optional[BaseException]) -> None:
+        self.shut()
         if self.response is not None:
             self.response.eof(exc)
 
-    def close(self) -> None:
+    def shut(self) -> None:
         self.closed = True
-        if self.transport is not None:
-            self.transport.abort()
+        if self.sock.fileno() >= 0:
+            try:
+                self.reader.selector.unregister(self.sock)
+            except (KeyError, ValueError):  # never registered
+                pass
+            self.sock.close()
+
+
+class _Reader:
+    """The thread that reads, writes and closes every connection of one client, in a selector loop of its
+    own (why: the module docstring). The event loop hands it work with `call`, in order."""
+
+    def __init__(self) -> None:
+        self.selector = selectors.DefaultSelector()
+        self._wake_in, self._wake_out = socket.socketpair()
+        self._wake_in.setblocking(False)
+        self._wake_out.setblocking(False)
+        self.selector.register(self._wake_in, selectors.EVENT_READ, None)
+        self._calls: deque[tuple[Optional[Callable[..., None]], tuple[Any, ...]]] = deque()
+        self._buffer = memoryview(bytearray(READ_BYTES))
+        self._thread = threading.Thread(target=self._run, name="sparkfleet-bench-reader", daemon=True)
+        self._thread.start()
+
+    def call(self, fn: Optional[Callable[..., None]], *args: Any) -> None:
+        """Run fn(*args) on the reader thread; None ends it."""
+        self._calls.append((fn, args))
+        try:
+            self._wake_out.send(b"\0")
+        except BlockingIOError:  # the reader has wake-ups enough pending
+            pass
+
+    def stop(self) -> None:
+        self.call(None)
+        self._thread.join(10)
+        self._wake_out.close()
+
+    def _run(self) -> None:
+        select, buffer = self.selector.select, self._buffer
+        while True:
+            for key, mask in select():
+                conn = key.data
+                if conn is None:
+                    if not self._run_calls():
+                        return
+                    continue
+                try:
+                    if mask & selectors.EVENT_WRITE:
+                        conn.flush()
+                    if mask & selectors.EVENT_READ:
+                        conn.read(buffer)
+                except Exception as exc:  # noqa: BLE001 - a failure ends that connection, never the reader
+                    conn.lost(exc)
+
+    def _run_calls(self) -> bool:
+        try:
+            while self._wake_in.recv(4096):
+                pass
+        except BlockingIOError:
+            pass
+        while self._calls:
+            fn, args = self._calls.popleft()
+            if fn is None:
+                for key in list(self.selector.get_map().values()):
+                    if key.data is not None:
+                        key.data.shut()
+                self.selector.close()
+                self._wake_in.close()
+                return False
+            try:
+                fn(*args)
+            except Exception as exc:  # noqa: BLE001 - as in _run
+                owner = getattr(fn, "__self__", None)
+                if isinstance(owner, _Conn):
+                    owner.lost(exc)
+        return True
 
 
 class BenchClient:
@@ -440,16 +572,19 @@ class BenchClient:
         self._slots = asyncio.Semaphore(max_connections) if max_connections > 0 else None
         self._idle: list[_Conn] = []
         self._open: set[_Conn] = set()
-        self._read_buffer = memoryview(bytearray(READ_BYTES))
+        self._reader: Optional[_Reader] = None
+        self._addresses: list[tuple[Any, ...]] = []
 
     async def __aenter__(self) -> "BenchClient":
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         for conn in list(self._open):
-            conn.close()
-        self._open.clear()
+            self._forget(conn)
         self._idle.clear()
+        if self._reader is not None:
+            self._reader.stop()
+            self._reader = None
 
     # -- public requests
     async def get_text(self, path: str, timeout_s: float = 10.0) -> tuple[int, str]:
@@ -528,9 +663,7 @@ class BenchClient:
     def _send(self, conn: _Conn, request: bytes, state: Optional[_Stream]) -> _Response:
         resp = _Response(_SseSink(state) if state is not None else None)
         conn.response = resp
-        if state is not None:
-            state.res.t_send = time.perf_counter()
-        conn.transport.write(request)  # type: ignore[union-attr]  # set by connection_made
+        conn.reader.call(conn.send, request, state.res if state is not None else None)  # stamps t_send
         return resp
 
     async def _acquire(self) -> tuple[_Conn, bool]:
@@ -543,9 +676,49 @@ class BenchClient:
 
     async def _connect(self) -> _Conn:
         loop = asyncio.get_running_loop()
-        _, conn = await loop.create_connection(lambda: _Conn(self._read_buffer), self.host, self.port, ssl=self._ssl)
-        self._open.add(conn)
-        return conn
+        if not self._addresses:
+            try:  # an IP address needs no resolver thread
+                self._addresses = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM,
+                                                     flags=socket.AI_NUMERICHOST)
+            except socket.gaierror:
+                self._addresses = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+        error: Optional[OSError] = None
+        for family, kind, proto, _, address in self._addresses:
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.setblocking(False)
+                if family in (socket.AF_INET, socket.AF_INET6):
+                    # Nagle would hold a small request back behind an unacknowledged one.
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                await loop.sock_connect(sock, address)
+                if self._ssl is not None:
+                    sock = await self._handshake(loop, sock)
+            except OSError as exc:
+                sock.close()
+                error = exc
+                continue
+            except BaseException:
+                sock.close()
+                raise
+            if self._reader is None:
+                self._reader = _Reader()
+            conn = _Conn(sock, self._reader)
+            self._reader.call(conn.start)
+            self._open.add(conn)
+            return conn
+        raise error or OSError(f"no address for {self.host}:{self.port}")
+
+    async def _handshake(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> ssl.SSLSocket:
+        tls = self._ssl.wrap_socket(sock, server_hostname=self.host,  # type: ignore[union-attr]
+                                    do_handshake_on_connect=False)
+        while True:
+            try:
+                tls.do_handshake()
+                return tls
+            except ssl.SSLWantReadError:
+                await _ready(loop, tls, write=False)
+            except ssl.SSLWantWriteError:
+                await _ready(loop, tls, write=True)
 
     def _release(self, conn: _Conn, resp: _Response) -> None:
         conn.response = None
@@ -556,8 +729,20 @@ class BenchClient:
 
     def _forget(self, conn: _Conn) -> None:
         conn.response = None
-        conn.close()
+        conn.closed = True
+        conn.reader.call(conn.shut)
         self._open.discard(conn)
+
+
+async def _ready(loop: asyncio.AbstractEventLoop, sock: socket.socket, write: bool) -> None:
+    """Wait until sock is readable (or writable)."""
+    ready = loop.create_future()
+    fd = sock.fileno()
+    (loop.add_writer if write else loop.add_reader)(fd, lambda: ready.done() or ready.set_result(None))
+    try:
+        await ready
+    finally:
+        (loop.remove_writer if write else loop.remove_reader)(fd)
 
 
 def _fail(res: RequestResult, cls: str, message: str) -> None:
