@@ -72,7 +72,7 @@ class Lab:
     def __init__(self, inventory: Path) -> None:
         hosts = yaml.safe_load((inventory / "hosts.yml").read_text())["spark"]["hosts"]
         self.inventory = inventory
-        self.containers = {h: v.get("ansible_host", h) for h, v in hosts.items()}
+        self.containers = {h: h for h in hosts}  # a lab container is named after its inventory host
         self.ranks = {h: int(v["spark_rank"]) for h, v in hosts.items()}
         self.mgmt = {h: v["spark_mgmt_address"] for h, v in hosts.items()}
         self.head = min(self.ranks, key=self.ranks.get)

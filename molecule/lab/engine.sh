@@ -63,7 +63,17 @@ wait_socket() {
   return 1
 }
 
+# The lab's nodes are reached as Sparks are, over SSH (molecule/lab/lab.py writes the key and known_hosts).
+ensure_ssh_client() {
+  command -v ssh >/dev/null && command -v ssh-keygen >/dev/null && return 0
+  log "ssh missing: installing Debian's openssh-client"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends openssh-client >/dev/null
+}
+
 main() {
+  ensure_ssh_client
   if answers; then
     log "daemon answers ($(docker info --format '{{.ServerVersion}} {{.Driver}} cgroup v{{.CgroupVersion}}'))"
     return 0

@@ -7,6 +7,11 @@ MTU 9000) whose interfaces are renamed to the planned ConnectX-7 netdev names an
 address, like a fresh Spark port. Every object carries the label ``sparkfleet.lab=<lab name>`` so that
 teardown removes exactly what the lab created.
 
+Ansible reaches the nodes as it reaches Sparks: SSH to the management address as root, with pipelining
+and one persistent master per node. The lab's own key pair and the nodes' host keys live in
+``<state dir>/ssh/`` (host keys checked strictly); the masters' sockets in a directory of the lab's own,
+closed on every bring-up and teardown so that no master outlives the containers it reached.
+
     lab.py up --topology tp4 --inventory inventories/tp4-ring --state-dir .lab/tp4 \
         --node-image TAG --base-image TAG --base-archive FILE
     lab.py inventory --topology tp4 --inventory inventories/tp4-ring --state-dir .lab/tp4
@@ -43,6 +48,9 @@ CGROUP_ENV = "SPARK_LAB_CGROUP"
 LLDP_FWD_MASK = 1 << 0x0E
 LOCK_FILE = Path(os.environ.get("SPARK_LAB_LOCK", "/run/lock/sparkfleet-lab.lock"))
 SYSTEMD_TIMEOUT = int(os.environ.get("SPARK_LAB_SYSTEMD_TIMEOUT", "180"))
+# ssh's ControlPath must fit a socket address (108 bytes): a short directory, not one under the state dir.
+CONTROL_ROOT = Path(os.environ.get("SPARK_LAB_SSH_CONTROL_ROOT", "/tmp/sparkfleet-lab-ssh"))
+HOST_KEY = "/etc/ssh/ssh_host_ed25519_key.pub"
 NETWORKD, NETWORKMANAGER = "networkd", "NetworkManager"
 
 
@@ -92,6 +100,20 @@ class LabPlan:
     mgmt_gateway: str
     nodes: list[Node]
     cables: list[CablePath] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Access:
+    """How the controller reaches the lab's nodes over SSH: key pair, pinned host keys, masters' sockets."""
+
+    key: Path
+    known_hosts: Path
+    control_dir: Path
+
+    @classmethod
+    def of(cls, state_dir: Path, lab_name: str) -> Access:
+        return cls(key=state_dir / "ssh" / "id_ed25519", known_hosts=state_dir / "ssh" / "known_hosts",
+                   control_dir=CONTROL_ROOT / lab_name)
 
 
 def free_gateway(subnet: ipaddress.IPv4Network, used: set[str]) -> str:
@@ -242,11 +264,29 @@ def interface_by_address(addr_json: list[dict[str, Any]], address: str) -> str:
     raise LabError(f"no interface holds {address}")
 
 
-def lab_hosts(source_hosts: dict[str, Any], lab: LabPlan) -> dict[str, Any]:
-    """The source inventory's hosts.yml with each host reached through Docker instead of SSH.
+def connection_vars(address: str, access: Access) -> dict[str, Any]:
+    """Inventory variables that reach a lab node over SSH at its management address, as a Spark is reached.
 
-    Every variable stays; the management address is pinned because the source defaults it to
-    ansible_host, which now names the container.
+    Set per host rather than in ansible.cfg, so that every run against the lab inventory (molecule's own
+    ansible.cfg included) connects the same way: pipelining (one round trip per task), strict host keys.
+    """
+    return {
+        "ansible_host": address,
+        "ansible_connection": "ansible.builtin.ssh",
+        "ansible_user": "root",
+        "ansible_python_interpreter": "/usr/bin/python3",
+        "ansible_ssh_private_key_file": str(access.key),
+        "ansible_ssh_common_args": f"-o UserKnownHostsFile={access.known_hosts} -o IdentitiesOnly=yes",
+        "ansible_ssh_host_key_checking": True,
+        "ansible_ssh_pipelining": True,
+        "ansible_control_path_dir": str(access.control_dir),
+    }
+
+
+def lab_hosts(source_hosts: dict[str, Any], lab: LabPlan, access: Access) -> dict[str, Any]:
+    """The source inventory's hosts.yml with each host reached over SSH at its lab management address.
+
+    Every variable stays; the management address is pinned because the source defaults it to ansible_host.
     """
     by_host = {n.host: n for n in lab.nodes}
 
@@ -257,13 +297,8 @@ def lab_hosts(source_hosts: dict[str, Any], lab: LabPlan) -> dict[str, Any]:
             for host, hvars in group["hosts"].items():
                 hvars = dict(hvars or {})
                 if host in by_host:
-                    hvars.update({
-                        "ansible_host": host,
-                        "ansible_connection": "community.docker.docker",
-                        "ansible_user": "root",
-                        "ansible_python_interpreter": "/usr/bin/python3",
-                        "spark_mgmt_address": by_host[host].mgmt_address,
-                    })
+                    address = by_host[host].mgmt_address
+                    hvars.update({**connection_vars(address, access), "spark_mgmt_address": address})
                 out["hosts"][host] = hvars
         if isinstance(group.get("children"), dict):
             out["children"] = {k: walk(v or {}) for k, v in group["children"].items()}
@@ -359,7 +394,7 @@ def render_plan(inventory: Path, out_dir: Path) -> dict[str, Any]:
     return json.loads(plan_file.read_text())
 
 
-def write_inventory(source: Path, dest: Path, lab: LabPlan) -> Path:
+def write_inventory(source: Path, dest: Path, lab: LabPlan, access: Access) -> Path:
     """Write the lab inventory in the format of `source` (group_vars/host_vars copied, hosts rewritten)."""
     tmp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -385,8 +420,8 @@ def write_inventory(source: Path, dest: Path, lab: LabPlan) -> Path:
             (tmp / "host_vars" / node.host / "lab-renderer.yml").write_text(content)
     hosts = yaml.safe_load((source / "hosts.yml").read_text()) or {}
     header = (f"---\n# Lab inventory generated by molecule/lab/lab.py from {source.name}: the same hosts and\n"
-              f"# variables, reached with `docker exec` on the lab containers. Do not edit; rerun lab-up.\n")
-    (tmp / "hosts.yml").write_text(header + yaml.safe_dump(lab_hosts(hosts, lab), sort_keys=False))
+              f"# variables, reached over SSH at the lab's management addresses. Do not edit; rerun lab-up.\n")
+    (tmp / "hosts.yml").write_text(header + yaml.safe_dump(lab_hosts(hosts, lab, access), sort_keys=False))
     shutil.rmtree(dest, ignore_errors=True)
     tmp.rename(dest)
     return dest
@@ -476,6 +511,53 @@ def start_networkmanager(node: Node) -> str:
     return "NetworkManager"
 
 
+def ensure_key(access: Access) -> None:
+    """The lab's controller key pair (kept across bring-ups; only the nodes change)."""
+    if access.key.is_file() and access.key.with_suffix(".pub").is_file():
+        return
+    access.key.parent.mkdir(parents=True, exist_ok=True)
+    access.key.unlink(missing_ok=True)
+    sh(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sparkfleet-lab", "-f", str(access.key)])
+
+
+def authorize(host: str, access: Access) -> str:
+    """Authorise the lab key for root on the node and return its known_hosts line (address and host key).
+
+    sshd's unit generates the host keys before it starts, so the key is read once sshd answers."""
+    pub = access.key.with_suffix(".pub").read_text()
+    sh(["docker", "exec", "-i", host, "sh", "-c",
+        "install -d -m 0700 /root/.ssh && touch /root/.ssh/authorized_keys"
+        " && chmod 0600 /root/.ssh/authorized_keys && cat >> /root/.ssh/authorized_keys"], stdin=pub)
+    for _ in range(60):
+        if sh(["docker", "exec", host, "systemctl", "is-active", "--quiet", "ssh.service"], check=False).returncode == 0:
+            break
+        time.sleep(1)
+    else:
+        raise LabError(f"{host}: sshd is not running (docker exec {host} journalctl -u ssh)")
+    return sh(["docker", "exec", host, "cat", HOST_KEY]).stdout.strip()
+
+
+def known_hosts_line(address: str, host_key: str) -> str:
+    """One known_hosts line: the address the inventory connects to, the node's key type and key."""
+    kind, key = host_key.split()[:2]
+    return f"{address} {kind} {key}\n"
+
+
+def close_masters(control_dir: Path) -> None:
+    """End every persistent SSH master of a lab and remove their directory."""
+    if control_dir.is_dir():
+        for sock in control_dir.iterdir():
+            if sock.is_socket():
+                sh(["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "lab-node"], check=False)
+        shutil.rmtree(control_dir, ignore_errors=True)
+
+
+def close_all_masters() -> None:
+    """Before the containers go (teardown, or the cleanup of a bring-up): no lab's master outlives them."""
+    for control_dir in (CONTROL_ROOT.iterdir() if CONTROL_ROOT.is_dir() else []):
+        close_masters(control_dir)
+
+
 def load_base_image(host: str, tag: str, archive: Path) -> str:
     """Load the base image into the node's own engine unless it already holds that image ID."""
     want = sh(["docker", "image", "inspect", "-f", "{{.Id}}", tag]).stdout.strip()
@@ -528,7 +610,9 @@ def up(args: argparse.Namespace) -> None:
     phases = Phases()
     state = Path(args.state_dir).resolve()
     lab = lab_plan(args.topology, render_plan(Path(args.inventory), state / "render"))
+    access = Access.of(state, lab.name)
     phases.done("render")
+    close_all_masters()
     stale = remove_all(LABEL)
     if any(stale.values()):
         log(f"removed leftovers of an earlier lab: {json.dumps(stale)}")
@@ -549,7 +633,12 @@ def up(args: argparse.Namespace) -> None:
         loads = list(pool.map(lambda n: load_base_image(n.host, args.base_image, Path(args.base_archive)),
                               lab.nodes))
         phases.done("base-image")
-    inventory = write_inventory(Path(args.inventory), state / "inventory", lab)
+        ensure_key(access)
+        host_keys = list(pool.map(lambda n: authorize(n.host, access), lab.nodes))
+    access.known_hosts.write_text("".join(known_hosts_line(n.mgmt_address, k) for n, k in zip(lab.nodes, host_keys)))
+    access.control_dir.mkdir(parents=True, exist_ok=True)
+    phases.done("ssh")
+    inventory = write_inventory(Path(args.inventory), state / "inventory", lab, access)
     (state / "lab.json").write_text(lab_record(lab, args, cgroup))
     summary = ", ".join(f"{n.host}={s}/{r}/base {ld}" for n, s, r, ld in zip(lab.nodes, states, renderers, loads))
     log(f"{lab.name} up in {phases.summary()}: {summary}")
@@ -559,10 +648,11 @@ def up(args: argparse.Namespace) -> None:
 def inventory_only(args: argparse.Namespace) -> None:
     state = Path(args.state_dir).resolve()
     lab = lab_plan(args.topology, render_plan(Path(args.inventory), state / "render"))
-    print(write_inventory(Path(args.inventory), state / "inventory", lab))
+    print(write_inventory(Path(args.inventory), state / "inventory", lab, Access.of(state, lab.name)))
 
 
 def down(args: argparse.Namespace) -> None:
+    close_all_masters()
     removed = remove_all(LABEL)
     for lab_json in Path(args.state_root).glob("*/lab.json"):
         lab_json.unlink()

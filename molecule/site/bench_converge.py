@@ -9,11 +9,11 @@ name it, so validation and the plays that order the nodes would be skipped and t
 less work than a real one.
 
 Why the "reuse" runs set ANSIBLE_PIPELINING=True: ansible.cfg enables pipelining under [ssh_connection],
-which only the ssh connection reads; the lab's community.docker.docker connection reads the global
-setting. Setting it explicitly measures the intended configuration on both. The "no reuse" run sets
-ANSIBLE_PIPELINING=False and replaces ansible.cfg's ssh_args with `-o ControlMaster=no -o ControlPath=none`
-(no master started, no existing master socket used). The docker connection has no persistent connection
-to turn off (every command is its own `docker exec`), so on the lab the difference is pipelining alone.
+which only the ssh connection reads; a docker connection reads the global setting. Setting it explicitly
+measures the intended configuration on both. The "no reuse" run sets ANSIBLE_PIPELINING=False, passes
+`-e ansible_pipelining=false -e ansible_ssh_pipelining=false` (the lab inventory turns pipelining on per
+host, which only extra vars override) and replaces ansible.cfg's ssh_args with
+`-o ControlMaster=no -o ControlPath=none` (no master started, no existing master socket used).
 
 The last line printed is one JSON object {"nodes4_s", "nodes1_s", "scaling_ratio", "no_reuse_s",
 "reuse_ratio"}: nodes4_s is the all-nodes time whatever the node count, scaling_ratio = nodes4_s / nodes1_s,
@@ -40,6 +40,8 @@ COUNTER = re.compile(r"([a-z_]+)=(\d+)")
 # Counters that must be zero in a no-change run.
 MUST_BE_ZERO = ("changed", "failed", "unreachable")
 NO_REUSE_SSH_ARGS = "-o ControlMaster=no -o ControlPath=none"
+# Extra vars beat an inventory's per-host pipelining (the lab sets it for every node).
+NO_REUSE_VARS = ["-e", "ansible_pipelining=false", "-e", "ansible_ssh_pipelining=false"]
 
 
 @dataclass(frozen=True)
@@ -180,7 +182,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     base = [tool("ansible-playbook", root), "-i", str(inventory), str(root / args.playbook), *args.extra]
     plan = [("warm-up", base, True, nodes), (f"all {len(nodes)} nodes", base, True, nodes),
             (f"head only ({head})", [*base, "--limit", f"{head},localhost"], True, [head]),
-            (f"all {len(nodes)} nodes, no pipelining or reuse", base, False, nodes)]
+            (f"all {len(nodes)} nodes, no pipelining or reuse", [*base, *NO_REUSE_VARS], False, nodes)]
     print(f"converge benchmark: {args.playbook} on {inventory} ({len(nodes)} nodes, head {head}); logs in {log_dir}",
           flush=True)
     runs: list[Run] = []

@@ -149,23 +149,50 @@ def test_interface_found_by_its_docker_address() -> None:
         lab.interface_by_address(ip_json, "10.12.1.1")
 
 
-def test_lab_hosts_keep_every_variable_and_reach_nodes_through_docker() -> None:
+ACCESS = lab.Access(key=Path("/lab/.lab/tp3/ssh/id_ed25519"), known_hosts=Path("/lab/.lab/tp3/ssh/known_hosts"),
+                    control_dir=Path("/tmp/sparkfleet-lab-ssh/tp3"))
+
+
+def test_lab_hosts_keep_every_variable_and_reach_nodes_over_ssh() -> None:
     lp = lab.lab_plan("tp3", plan("tp3"))
-    source = {"spark": {"hosts": {"dgx1": {"ansible_host": "10.0.1.71", "spark_rank": 0, "spark_node_id": 1}},
+    source = {"spark": {"hosts": {"dgx1": {"ansible_host": "192.168.9.9", "spark_rank": 0, "spark_node_id": 1}},
                         "children": {"heads": {"hosts": {"dgx1": None}}}}}
-    out = lab.lab_hosts(source, lp)
+    out = lab.lab_hosts(source, lp, ACCESS)
     dgx1 = out["spark"]["hosts"]["dgx1"]
-    assert dgx1["ansible_connection"] == "community.docker.docker"
-    assert dgx1["ansible_host"] == "dgx1"
-    assert dgx1["spark_mgmt_address"] == "10.0.1.71"
+    assert dgx1["ansible_connection"] == "ansible.builtin.ssh"
+    assert dgx1["ansible_host"] == dgx1["spark_mgmt_address"] == "10.0.1.71"
     assert (dgx1["spark_rank"], dgx1["spark_node_id"]) == (0, 1)
-    assert out["spark"]["children"]["heads"]["hosts"]["dgx1"]["ansible_host"] == "dgx1"
-    assert source["spark"]["hosts"]["dgx1"]["ansible_host"] == "10.0.1.71"  # the source is not modified
+    assert out["spark"]["children"]["heads"]["hosts"]["dgx1"]["ansible_host"] == "10.0.1.71"
+    assert source["spark"]["hosts"]["dgx1"]["ansible_host"] == "192.168.9.9"  # the source is not modified
+
+
+def test_connection_vars_pin_host_keys_and_pipeline() -> None:
+    conn = lab.connection_vars("10.0.1.72", ACCESS)
+    assert conn["ansible_user"] == "root"
+    assert conn["ansible_ssh_private_key_file"] == "/lab/.lab/tp3/ssh/id_ed25519"
+    assert "-o UserKnownHostsFile=/lab/.lab/tp3/ssh/known_hosts" in conn["ansible_ssh_common_args"]
+    assert conn["ansible_ssh_host_key_checking"] is True and conn["ansible_ssh_pipelining"] is True
+    assert conn["ansible_control_path_dir"] == "/tmp/sparkfleet-lab-ssh/tp3"
+
+
+def test_access_of_a_state_dir(tmp_path: Path) -> None:
+    access = lab.Access.of(tmp_path / ".lab" / "tp4", "tp4")
+    assert access.key == tmp_path / ".lab" / "tp4" / "ssh" / "id_ed25519"
+    assert access.known_hosts.parent == access.key.parent
+    assert access.control_dir == lab.CONTROL_ROOT / "tp4"
+    # ssh's socket address limit (108 bytes) with molecule's %h-%p-%r names
+    assert len(f"{access.control_dir}/255.255.255.255-22-root.abcdefghijklmnop") < 108
+
+
+def test_known_hosts_line_names_the_address_the_inventory_connects_to() -> None:
+    line = lab.known_hosts_line("10.0.1.73", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE root@dgx3")
+    assert line == "10.0.1.73 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE\n"
 
 
 def test_written_inventory_parses_with_the_shipped_group_vars(tmp_path: Path) -> None:
     lp = lab.lab_plan("tp4", plan("tp4"))
-    dest = lab.write_inventory(ROOT / "inventories" / "tp4-ring", tmp_path / "inventory", lp)
+    dest = lab.write_inventory(ROOT / "inventories" / "tp4-ring", tmp_path / "inventory", lp,
+                               lab.Access.of(tmp_path, "tp4"))
     assert sorted(p.name for p in dest.iterdir()) == ["group_vars", "host_vars", "hosts.yml"]
     assert (dest / "group_vars" / "spark" / "site.yml").read_text() == \
         (ROOT / "inventories" / "tp4-ring" / "group_vars" / "spark" / "site.yml").read_text()
@@ -174,14 +201,16 @@ def test_written_inventory_parses_with_the_shipped_group_vars(tmp_path: Path) ->
     listing = subprocess.run([str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(dest), "--list"],
                              capture_output=True, text=True, check=True)
     hostvars = json.loads(listing.stdout)["_meta"]["hostvars"]
-    assert hostvars["dgx3"]["ansible_connection"] == "community.docker.docker"
+    assert hostvars["dgx3"]["ansible_connection"] == "ansible.builtin.ssh"
+    assert hostvars["dgx3"]["ansible_host"] == "10.0.1.73"
     assert hostvars["dgx3"]["spark_mgmt_address"] == "10.0.1.73"
     assert hostvars["dgx3"]["spark_topology"] == "ring"
 
 
 def test_written_inventory_names_the_networkmanager_node(tmp_path: Path) -> None:
     lp = lab.lab_plan("tp3", plan("tp3"))
-    dest = lab.write_inventory(ROOT / "inventories" / "tp3-triangle", tmp_path / "inventory", lp)
+    dest = lab.write_inventory(ROOT / "inventories" / "tp3-triangle", tmp_path / "inventory", lp,
+                               lab.Access.of(tmp_path, "tp3"))
     listing = subprocess.run([str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(dest), "--list"],
                              capture_output=True, text=True, check=True)
     hostvars = json.loads(listing.stdout)["_meta"]["hostvars"]
@@ -197,3 +226,4 @@ def test_render_inputs_hash_follows_the_inventory(tmp_path: Path) -> None:
     assert lab.render_inputs_hash(inv) == first
     (inv / "group_vars" / "spark" / "fabric.yml").write_text("spark_fabric_prefix: 11\n")
     assert lab.render_inputs_hash(inv) != first
+
