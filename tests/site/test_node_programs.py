@@ -24,13 +24,13 @@ print(" ".join(sorted({{name.partition(".")[0] for name in sys.modules}} - set(s
 
 
 def supervisor_files() -> dict[str, Path]:
-    """What the serve role installs beside the supervisor, by the name it has on the node: src as the copy task
+    """What the serve role installs beside the supervisor, by the name it has on the node: src as the file lookup
     resolves it (a plain name from the role's files/, the rest from spark_serve_supervisor_source_dir)."""
     tasks = yaml.safe_load((SERVE / "tasks" / "supervisor.yml").read_text())
-    task = next(t for t in tasks if t["name"] == "Serve | Install the supervisor program on every rank")
+    task = next(t for t in tasks if t["name"] == "Serve | Install the supervisor's program and configuration on every rank")
     source_dir = str(UTILS)
     shipped = {}
-    for item in task["loop"]:
+    for item in task["vars"]["serve_supervisor_programs"]:
         src = jinja2.Template(item["src"]).render(spark_serve_supervisor_source_dir=source_dir)
         shipped[item["dest"]] = Path(src) if src.startswith("/") else SERVE / "files" / src
     return shipped
