@@ -1,12 +1,11 @@
 # Fabric: role sparkfleet.spark.fabric, playbooks/fabric.yml, playbooks/fabric-restore.yml (its README.md).
 #   make test-fabric-lab TOPOLOGY=tp3   one lab session: converge, idempotence, check mode, verify, faults (swapped
 #                                       cables, device policy, restore) and serving-guard tests (molecule/fabric/), then
-#                                       lab-down. Serialised with every other lab session by flock /tmp/sparkfleet-lab.lock; waits (never tears
+#                                       lab-down. A lab session (the one lab lock, mk/lab.mk); waits (never tears
 #                                       down) while a lab someone else started is up (FABRIC_LAB_WAIT s).
 # Unit tests (tests/unit/test_fabric_*.py) run in `make unit`. In `make test` the site scenarios run the same
 # steps: site-tp3/site-tp4 verify imports molecule/fabric/*.yml (molecule/site/README.md).
 
-FABRIC_LAB_LOCK := /tmp/sparkfleet-lab.lock
 # Seconds to wait (polling every 30 s) for a lab someone else started to go away.
 FABRIC_LAB_WAIT ?= 1800
 FABRIC_LAB_INV = $(LAB_STATE)/$(TOPOLOGY)/inventory
@@ -15,7 +14,7 @@ FABRIC_PLAYBOOK = $(BIN)/ansible-playbook -i $(FABRIC_LAB_INV)
 .PHONY: test-fabric-lab fabric-lab-session
 
 test-fabric-lab: setup lab-image ## Fabric converge/idempotence/verify/swap/restore on one lab (TOPOLOGY=tp3|tp4)
-	flock $(FABRIC_LAB_LOCK) $(MAKE) --no-print-directory fabric-lab-session TOPOLOGY=$(TOPOLOGY)
+	$(LAB_SESSION) $(MAKE) --no-print-directory fabric-lab-session TOPOLOGY=$(TOPOLOGY)
 
 fabric-lab-session:
 	@waited=0; while [ -n "$$(docker ps -aq --filter label=sparkfleet.lab)" ]; do \

@@ -2,15 +2,13 @@
 # model.yml; docs/image-and-model.md.
 #   make test-image           molecule/image on the tp3 lab: build, distribution, identity assertion with a
 #                             mismatched node, memory-floor refusal, model sync, corrupted/short file failure,
-#                             idempotence. Serialised with other lab sessions (the lab scenario lock and /tmp/sparkfleet-lab.lock);
-#                             refuses (never tears down) a lab someone else started.
+#                             idempotence. A lab session (the one lab lock, mk/lab.mk); refuses (never tears down)
+#                             a lab someone else started.
 #   make bench-distribution   tp4 lab: our distribution vs sequential `docker save | ssh docker load`, first
 #                             distribution of a >= 500 MB multi-layer image and a one-small-layer update.
 #                             BENCH_LAB=reuse measures on the tp4 lab that is up (site-converge or lab-up + overlay)
 #                             and leaves it up.
 # Unit tests (tests/image/) run in `make unit`.
-
-IMAGE_LAB_LOCK := /tmp/sparkfleet-lab.lock
 
 # Not yet in `make test`: the scenario passed step by step on a scratch lab but has not run as one
 # uninterrupted `molecule test`; it joins TEST_TARGETS once it shares the topology labs.
@@ -21,7 +19,7 @@ image_lab_refuse_foreign = if [ -n "$$(docker ps -aq --filter label=sparkfleet.l
 	  echo "$(1): another lab is up ($$(docker ps -a --filter label=sparkfleet.lab --format '{{.Names}}' | tr '\n' ' ')); not touching it"; exit 1; fi
 
 test-image: setup lab-image ## molecule test of the image and model roles on the tp3 lab
-	flock $(LAB_SCENARIO_LOCK) flock $(IMAGE_LAB_LOCK) $(MAKE) --no-print-directory image-lab-session
+	$(LAB_SESSION) $(MAKE) --no-print-directory image-lab-session
 
 image-lab-session:
 	@$(call image_lab_refuse_foreign,test-image)
@@ -34,7 +32,7 @@ ifeq ($(BENCH_LAB),reuse)
 	test -f $(LAB_STATE)/tp4/inventory/hosts.yml && \
 	$(PY) $(ROOT)/molecule/image/bench_distribution.py --inventory $(LAB_STATE)/tp4/inventory
 else
-	flock $(LAB_SCENARIO_LOCK) flock $(IMAGE_LAB_LOCK) $(MAKE) --no-print-directory image-bench-session
+	$(LAB_SESSION) $(MAKE) --no-print-directory image-bench-session
 endif
 
 image-bench-session:

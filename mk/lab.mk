@@ -5,9 +5,10 @@
 LAB_DIR := $(ROOT)/molecule/lab
 LAB_BUILD := $(BUILD)/lab
 LAB_STATE := $(ROOT)/.lab
-# Scenarios sharing one Docker engine must not overlap (container names are host names): test-site (mk/site.mk)
-# runs each under this lock, so concurrent `make test` runs on one machine take turns.
-LAB_SCENARIO_LOCK ?= /run/lock/sparkfleet-lab-scenario.lock
+# Lab sessions sharing one Docker engine must not overlap (container names are host names): each scenario runs
+# as a session holding the machine's one lab lock (molecule/lab/lab.py), and the bring-ups and teardowns inside it
+# go ahead; outside a session (lab-up, lab-down, the benchmarks' converges) each operation takes the same lock.
+LAB_SESSION = $(PY) $(LAB_DIR)/lab.py session --
 lab_inventory_of = $(ROOT)/inventories/$(or $(filter tp2-pair tp3-triangle tp4-ring,$(patsubst tp2,tp2-pair,$(patsubst tp3,tp3-triangle,$(patsubst tp4,tp4-ring,$(1))))),$(error TOPOLOGY=$(1): expected tp2, tp3 or tp4))
 LAB_ARGS = --topology $(TOPOLOGY) --inventory $(call lab_inventory_of,$(TOPOLOGY)) --state-dir $(LAB_STATE)/$(TOPOLOGY)
 

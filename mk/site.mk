@@ -35,7 +35,7 @@ test-site: setup lab-image ## molecule test of site.yml on the tp3 and tp4 labs
 	  --inventory $(call lab_inventory_of,$(s:site-%=%)) --state-dir $(LAB_STATE)/$(s:site-%=%) >/dev/null && ) true
 	@for s in $(SITE_SCENARIOS); do \
 	  start=$$(date +%s); \
-	  (cd $(ROOT) && flock $(LAB_SCENARIO_LOCK) $(MOLECULE_TEST) $$s) || exit 1; \
+	  (cd $(ROOT) && $(LAB_SESSION) $(MOLECULE_TEST) $$s) || exit 1; \
 	  echo "test-site: scenario $$s passed in $$(( $$(date +%s) - start ))s"; \
 	done
 	$(PY) $(LAB_DIR)/lab.py leftovers

@@ -17,6 +17,7 @@ closed on every bring-up and teardown so that no master outlives the containers 
     lab.py inventory --topology tp4 --inventory inventories/tp4-ring --state-dir .lab/tp4
     lab.py down --state-root .lab
     lab.py leftovers        # prints every object labelled for any lab; exit 1 when there is one
+    lab.py session -- CMD   # CMD (a scenario, a benchmark) holding the machine's one lab lock throughout
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ COLLECTION = ROOT / "collections" / "ansible_collections" / "sparkfleet" / "spar
 CGROUP_ENV = "SPARK_LAB_CGROUP"
 LLDP_FWD_MASK = 1 << 0x0E
 LOCK_FILE = Path(os.environ.get("SPARK_LAB_LOCK", "/run/lock/sparkfleet-lab.lock"))
+SESSION_ENV = "SPARK_LAB_SESSION"
 SYSTEMD_TIMEOUT = int(os.environ.get("SPARK_LAB_SYSTEMD_TIMEOUT", "180"))
 # ssh's ControlPath must fit a socket address (108 bytes): a short directory, not one under the state dir.
 CONTROL_ROOT = Path(os.environ.get("SPARK_LAB_SSH_CONTROL_ROOT", "/tmp/sparkfleet-lab-ssh"))
@@ -343,16 +345,33 @@ def remove_all(label: str) -> dict[str, list[str]]:
 
 @contextmanager
 def lab_lock() -> Iterator[None]:
-    """One lab operation at a time on this machine: container names are host names, so two labs
-    cannot coexist on one engine and two bring-ups would tear each other down."""
+    """The machine's one lab lock: container names are host names, so two labs cannot coexist on one
+    engine and two bring-ups would tear each other down. A session (`lab.py session -- CMD`: a scenario,
+    a benchmark) holds it for its whole run, and the bring-ups and teardowns inside it take it as theirs;
+    outside a session each operation holds it for itself."""
+    if os.environ.get(SESSION_ENV) == str(LOCK_FILE):
+        yield
+        return
     LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
     with LOCK_FILE.open("w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            log(f"another lab operation holds {LOCK_FILE}; waiting")
+            log(f"another lab session or operation holds {LOCK_FILE}; waiting")
             fcntl.flock(handle, fcntl.LOCK_EX)
         yield
+
+
+def session(args: argparse.Namespace) -> None:
+    """Run a command holding the lab lock; lab operations inside it (SESSION_ENV names the lock) go ahead."""
+    command = list(args.argv)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        raise LabError("session: no command given (lab.py session -- CMD ...)")
+    proc = subprocess.run(command, env={**os.environ, SESSION_ENV: str(LOCK_FILE)}, check=False)
+    if proc.returncode != 0:
+        sys.exit(proc.returncode)
 
 
 def render_inputs_hash(inventory: Path) -> str:
@@ -684,6 +703,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--state-root", required=True)
     p.set_defaults(func=down)
     sub.add_parser("leftovers").set_defaults(func=leftovers)
+    p = sub.add_parser("session", help="run a command holding the lab lock (lab.py session -- CMD ...)")
+    p.add_argument("argv", nargs=argparse.REMAINDER)
+    p.set_defaults(func=session)
     args = parser.parse_args(argv)
     try:
         with lab_lock():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -227,3 +228,20 @@ def test_render_inputs_hash_follows_the_inventory(tmp_path: Path) -> None:
     (inv / "group_vars" / "spark" / "fabric.yml").write_text("spark_fabric_prefix: 11\n")
     assert lab.render_inputs_hash(inv) != first
 
+
+def test_a_session_holds_the_one_lab_lock_and_its_operations_go_ahead(tmp_path: Path) -> None:
+    lock = tmp_path / "lab.lock"
+    env = {**os.environ, "SPARK_LAB_LOCK": str(lock)}
+    env.pop("SPARK_LAB_SESSION", None)
+    lab_py = str(ROOT / "molecule" / "lab" / "lab.py")
+    # Inside the session a lab operation (here a nested session, which takes the lock as up and down do) runs at
+    # once; one started beside it, outside the session, waits for the lock until the timeout ends it.
+    inner = (f"{sys.executable} {lab_py} session -- true; echo inner=$?; "
+             f"env -u SPARK_LAB_SESSION timeout 3 {sys.executable} {lab_py} session -- true; echo beside=$?")
+    done = subprocess.run([sys.executable, lab_py, "session", "--", "sh", "-c", inner], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "inner=0" in done.stdout and "beside=124" in done.stdout
+    failed = subprocess.run([sys.executable, lab_py, "session", "--", "sh", "-c", "exit 7"], env=env,
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert failed.returncode == 7
