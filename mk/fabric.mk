@@ -4,7 +4,7 @@
 #                                       lab-down. A lab session (the one lab lock, mk/lab.mk); waits (never tears
 #                                       down) while a lab someone else started is up (FABRIC_LAB_WAIT s).
 # Unit tests (tests/unit/test_fabric_*.py) run in `make unit`. In `make test` the site scenarios run the same
-# steps: site-tp3/site-tp4 verify imports molecule/fabric/*.yml (molecule/site/README.md).
+# steps: the site scenario's verify imports molecule/fabric/*.yml on tp3 (molecule/site/README.md).
 
 # Seconds to wait (polling every 30 s) for a lab someone else started to go away.
 FABRIC_LAB_WAIT ?= 1800

@@ -1,12 +1,12 @@
-# The lab: systemd containers standing in for DGX Sparks, cabled by Docker networks (molecule/lab/README.md).
+# The lab: systemd containers standing in for DGX Sparks, cabled by Docker networks (lab/README.md).
 #   make lab-up TOPOLOGY=tp4      nodes + networks from inventories/tp4-ring's plan; prints the lab inventory
 #   make lab-down                 removes every container, network and volume labelled sparkfleet.lab
 
-LAB_DIR := $(ROOT)/molecule/lab
+LAB_DIR := $(ROOT)/lab
 LAB_BUILD := $(BUILD)/lab
 LAB_STATE := $(ROOT)/.lab
 # Lab sessions sharing one Docker engine must not overlap (container names are host names): each scenario runs
-# as a session holding the machine's one lab lock (molecule/lab/lab.py), and the bring-ups and teardowns inside it
+# as a session holding the machine's one lab lock (lab/lab.py), and the bring-ups and teardowns inside it
 # go ahead; outside a session (lab-up, lab-down, the benchmarks' converges) each operation takes the same lock.
 LAB_SESSION = $(PY) $(LAB_DIR)/lab.py session --
 lab_inventory_of = $(ROOT)/inventories/$(or $(filter tp2-pair tp3-triangle tp4-ring,$(patsubst tp2,tp2-pair,$(patsubst tp3,tp3-triangle,$(patsubst tp4,tp4-ring,$(1))))),$(error TOPOLOGY=$(1): expected tp2, tp3 or tp4))

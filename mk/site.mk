@@ -1,13 +1,21 @@
-# site.yml end to end on the lab: molecule/site (shared), molecule/site-tp3, molecule/site-tp4.
+# site.yml end to end on the lab: the scenario molecule/site, run once per topology.
 #   make site-lab TOPOLOGY=tp4       lab-up + the test doubles site.yml needs (molecule/site/prepare.yml)
 #   make site-converge TOPOLOGY=tp4  site-lab, then site.yml against the lab inventory
-#   make test-site                   molecule test of site-tp3 (every stage, operator check and failure test) and
-#                                    site-tp4 (what the ring does differently; host stage and quick bench left
+#   make test-site                   molecule test -s site on tp3 (every stage, operator check and failure test) and
+#                                    on tp4 (what the ring does differently; host stage and quick bench left
 #                                    out, molecule/site/README.md); docs/testing.md says where each behaviour runs
 
-SITE_SCENARIOS := site-tp3 site-tp4
+SITE_TOPOLOGIES := tp3 tp4
 SITE_ARGS ?=
-
+# What each topology's run covers (molecule/site/molecule.yml reads them): the triangle every check and failure test,
+# the ring its stages and serving checks without the host stage, whose code does not read the topology.
+site_env_tp3 := SPARK_LAB_TOPOLOGY=tp3 SPARK_LAB_SITE_CHECKS=full
+site_env_tp4 := SPARK_LAB_TOPOLOGY=tp4 SPARK_LAB_SITE_CHECKS=serving SPARK_LAB_SITE_SKIP_TAGS=host
+# One lab session: the lab inventory (molecule links it before create), then molecule test, logged as site-<topology>.
+site_scenario = $(PY) $(LAB_DIR)/lab.py inventory --topology $(1) --inventory $(call lab_inventory_of,$(1)) \
+	  --state-dir $(LAB_STATE)/$(1) >/dev/null \
+	&& start=$$(date +%s) && (cd $(ROOT) && $(site_env_$(1)) $(LAB_SESSION) $(MOLECULE_TEST) site site-$(1)) \
+	&& echo "test-site: site-$(1) passed in $$(( $$(date +%s) - start ))s"
 
 .PHONY: site-lab site-converge test-site test-site-tp3 test-site-tp4
 
@@ -31,15 +39,9 @@ site-converge: site-lab ## site-lab, then site.yml against the lab (SITE_ARGS ad
 	$(BIN)/ansible-playbook -i $(LAB_STATE)/$(TOPOLOGY)/inventory site.yml $(SITE_ARGS)
 
 test-site: setup lab-image ## molecule test of site.yml on the tp3 and tp4 labs
-	$(foreach s,$(SITE_SCENARIOS),$(PY) $(LAB_DIR)/lab.py inventory --topology $(s:site-%=%) \
-	  --inventory $(call lab_inventory_of,$(s:site-%=%)) --state-dir $(LAB_STATE)/$(s:site-%=%) >/dev/null && ) true
-	@for s in $(SITE_SCENARIOS); do \
-	  start=$$(date +%s); \
-	  (cd $(ROOT) && $(LAB_SESSION) $(MOLECULE_TEST) $$s) || exit 1; \
-	  echo "test-site: scenario $$s passed in $$(( $$(date +%s) - start ))s"; \
-	done
+	@$(foreach t,$(SITE_TOPOLOGIES),$(call site_scenario,$(t)) && ) true
 	$(PY) $(LAB_DIR)/lab.py leftovers
 
-# One site scenario each (make test's test-labs runs them in its lanes).
+# One topology each (make test's test-labs runs them in its lanes).
 test-site-tp3 test-site-tp4: setup lab-image
-	@$(MAKE) --no-print-directory test-site SITE_SCENARIOS=$(@:test-%=%)
+	@$(MAKE) --no-print-directory test-site SITE_TOPOLOGIES=$(@:test-site-%=%)

@@ -13,7 +13,7 @@ import pytest
 
 from testlib import ROOT, load_source, run_module  # noqa: F401  (run_module is a fixture)
 
-STANDIN_DIR = ROOT / "molecule" / "standin"
+STANDIN_DIR = ROOT / "lab" / "standin"
 MODEL = "sparkfleet/standin-flash"
 
 

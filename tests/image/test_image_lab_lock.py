@@ -15,7 +15,7 @@ SCRIPT = ROOT / "molecule" / "image" / "files" / "make-lab-upstreams.sh"
 
 
 def make_lock(out: Path) -> List[Dict[str, Any]]:
-    subprocess.run([str(SCRIPT), str(out), str(ROOT / "molecule" / "standin"), str(out / "repos")], check=True,
+    subprocess.run([str(SCRIPT), str(out), str(ROOT / "lab" / "standin"), str(out / "repos")], check=True,
                    capture_output=True)
     return yaml.safe_load((out / "lock.yml").read_text())["spark_image_upstreams"]
 

@@ -27,7 +27,7 @@ if _unit is None:
     sys.modules[_spec.name] = _unit
     _spec.loader.exec_module(_unit)
 
-lab: ModuleType = _unit.load_source("molecule/lab", "lab")
+lab: ModuleType = _unit.load_source("lab", "lab")
 
 
 def plan(name: str) -> dict[str, Any]:
@@ -233,7 +233,7 @@ def test_a_session_holds_the_one_lab_lock_and_its_operations_go_ahead(tmp_path: 
     lock = tmp_path / "lab.lock"
     env = {**os.environ, "SPARK_LAB_LOCK": str(lock)}
     env.pop("SPARK_LAB_SESSION", None)
-    lab_py = str(ROOT / "molecule" / "lab" / "lab.py")
+    lab_py = str(ROOT / "lab" / "lab.py")
     # Inside the session a lab operation (here a nested session, which takes the lock as up and down do) runs at
     # once; one started beside it, outside the session, waits for the lock until the timeout ends it.
     inner = (f"{sys.executable} {lab_py} session -- true; echo inner=$?; "

@@ -6,7 +6,7 @@ from typing import Callable, Dict, Iterator, List, Optional
 
 import pytest
 
-# pytest.ini puts tests/standin (standin_client) and molecule/standin (the stand-in package) on the path.
+# pytest.ini puts tests/standin (standin_client) and lab/standin (the stand-in package) on the path.
 from standin_client import Server, launch, wait_ready
 
 Factory = Callable[..., Server]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[2]
-STANDIN_DIR = ROOT / "molecule" / "standin"
+STANDIN_DIR = ROOT / "lab" / "standin"
 LAUNCHER = STANDIN_DIR / "standin_vllm.py"
 MODEL = "deepseek-v4.1-flash"
 # Run the servers under another interpreter, e.g. Debian's python3 with python3-aiohttp 3.8.

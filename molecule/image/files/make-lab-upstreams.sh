@@ -12,7 +12,7 @@ rm -rf "$out" && mkdir -p "$out/work" "$out/repos" "$out/patches"
 when() { export GIT_AUTHOR_DATE="2026-10-0$1T12:00:00Z" GIT_COMMITTER_DATE="2026-10-0$1T12:00:00Z"; }
 g() { git -c init.defaultBranch=main -c commit.gpgsign=false -c core.hooksPath=/dev/null "$@"; }
 
-# standin: the stand-in vLLM server (molecule/standin) as the "vLLM" upstream of the lab image.
+# standin: the stand-in vLLM server (lab/standin) as the "vLLM" upstream of the lab image.
 w=$out/work/standin; mkdir -p "$w"
 tar -C "$standin_src" --exclude=__pycache__ --exclude=.mypy_cache -cf - . | tar -C "$w" -xf -
 g -C "$w" init -q && g -C "$w" add -A && when 1 && g -C "$w" commit -q -m "stand-in server, upstream base"

@@ -1,5 +1,5 @@
 # Recipe of the small base image the nodes' own Docker engines hold (the serving image is built FROM it
-# in later stages; the stand-in vLLM server runs in it). Run by molecule/lab/build-image.sh inside a
+# in later stages; the stand-in vLLM server runs in it). Run by lab/build-image.sh inside a
 # container of the debootstrap'ed bookworm minbase; exported with `docker save` and loaded into every node.
 # image-cmd: ["/bin/bash"]
 set -euo pipefail

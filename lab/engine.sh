@@ -63,7 +63,7 @@ wait_socket() {
   return 1
 }
 
-# The lab's nodes are reached as Sparks are, over SSH (molecule/lab/lab.py writes the key and known_hosts).
+# The lab's nodes are reached as Sparks are, over SSH (lab/lab.py writes the key and known_hosts).
 ensure_ssh_client() {
   command -v ssh >/dev/null && command -v ssh-keygen >/dev/null && return 0
   log "ssh missing: installing Debian's openssh-client"

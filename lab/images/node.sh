@@ -1,5 +1,5 @@
 # Recipe of the lab node image: what a DGX Spark looks like to the playbooks, minus hardware.
-# Run by molecule/lab/build-image.sh with bash inside a container of the debootstrap'ed bookworm minbase.
+# Run by lab/build-image.sh with bash inside a container of the debootstrap'ed bookworm minbase.
 # The image tag is a hash of this file and the builder, so any edit here rebuilds the image once.
 # image-cmd: ["/lib/systemd/systemd"]
 set -euo pipefail
