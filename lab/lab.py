@@ -540,19 +540,14 @@ def ensure_key(access: Access) -> None:
 
 
 def authorize(host: str, access: Access) -> str:
-    """Authorise the lab key for root on the node and return its known_hosts line (address and host key).
+    """Authorise the lab key for root on the node and return its SSH host key.
 
-    sshd's unit generates the host keys before it starts, so the key is read once sshd answers."""
+    Called once systemd reports the node `running` (wait_systemd): sshd's unit has generated the host keys
+    and started by then."""
     pub = access.key.with_suffix(".pub").read_text()
     sh(["docker", "exec", "-i", host, "sh", "-c",
         "install -d -m 0700 /root/.ssh && touch /root/.ssh/authorized_keys"
         " && chmod 0600 /root/.ssh/authorized_keys && cat >> /root/.ssh/authorized_keys"], stdin=pub)
-    for _ in range(60):
-        if sh(["docker", "exec", host, "systemctl", "is-active", "--quiet", "ssh.service"], check=False).returncode == 0:
-            break
-        time.sleep(1)
-    else:
-        raise LabError(f"{host}: sshd is not running (docker exec {host} journalctl -u ssh)")
     return sh(["docker", "exec", host, "cat", HOST_KEY]).stdout.strip()
 
 
@@ -562,19 +557,13 @@ def known_hosts_line(address: str, host_key: str) -> str:
     return f"{address} {kind} {key}\n"
 
 
-def close_masters(control_dir: Path) -> None:
-    """End every persistent SSH master of a lab and remove their directory."""
-    if control_dir.is_dir():
-        for sock in control_dir.iterdir():
-            if sock.is_socket():
-                sh(["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "lab-node"], check=False)
-        shutil.rmtree(control_dir, ignore_errors=True)
-
-
-def close_all_masters() -> None:
-    """Before the containers go (teardown, or the cleanup of a bring-up): no lab's master outlives them."""
-    for control_dir in (CONTROL_ROOT.iterdir() if CONTROL_ROOT.is_dir() else []):
-        close_masters(control_dir)
+def close_masters() -> None:
+    """End every lab's persistent SSH masters and remove their sockets, before the containers go (teardown, or
+    the cleanup of a bring-up): no master outlives the node it reached."""
+    for sock in CONTROL_ROOT.glob("*/*"):
+        if sock.is_socket():
+            sh(["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "lab-node"], check=False)
+    shutil.rmtree(CONTROL_ROOT, ignore_errors=True)
 
 
 def load_base_image(host: str, tag: str, archive: Path) -> str:
@@ -631,7 +620,7 @@ def up(args: argparse.Namespace) -> None:
     lab = lab_plan(args.topology, render_plan(Path(args.inventory), state / "render"))
     access = Access.of(state, lab.name)
     phases.done("render")
-    close_all_masters()
+    close_masters()
     stale = remove_all(LABEL)
     if any(stale.values()):
         log(f"removed leftovers of an earlier lab: {json.dumps(stale)}")
@@ -671,7 +660,7 @@ def inventory_only(args: argparse.Namespace) -> None:
 
 
 def down(args: argparse.Namespace) -> None:
-    close_all_masters()
+    close_masters()
     removed = remove_all(LABEL)
     for lab_json in Path(args.state_root).glob("*/lab.json"):
         lab_json.unlink()
