@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 GUARD = "one-serving-group.yml"
 # Playbooks that touch no node, or only remove what bench-schedule.yml installed on the controller or one host.
 NOT_STAGES = {"ansible-version.yml", "device-policy.yml", "validate.yml", "render.yml", GUARD,
-              "bench-schedule-remove.yml"}
+              "bench-schedule-remove.yml", "serving-order.yml"}
 
 
 def entries(path: Path) -> list[str]:

@@ -297,3 +297,39 @@ def test_render_writes_a_directory_per_group() -> None:
 def test_render_layout_refuses_what_is_not_a_set_of_plans() -> None:
     with pytest.raises(AnsibleFilterError, match="expected the output of spark_serving_plans"):
         serving.spark_render_layout({})
+
+
+# --- one group at a time: the serving plays' batches ------------------------------------------------------
+
+@pytest.mark.parametrize("play,expected", [
+    (None, [("ring_a", ["ring-a1", "ring-a2", "ring-a3", "ring-a4"]), ("tri_b", ["tri-b1", "tri-b2", "tri-b3"])]),
+    (["tri-b3", "ring-a2", "tri-b1"], [("ring_a", ["ring-a2"]), ("tri_b", ["tri-b1", "tri-b3"])]),
+    (["tri-b2"], [("tri_b", ["tri-b2"])]),
+    ([], []),
+], ids=["all", "limited", "one-group-left", "none"])
+def test_batches_split_the_play_by_group_in_declared_order(play: list[str] | None,
+                                                           expected: list[tuple[str, list[str]]]) -> None:
+    hostvars, groups = inventory(("ring_a", "ring", 4), ("tri_b", "triangle", 3))
+    hosts = groups["spark"] if play is None else play
+    assert [(b["group"], b["hosts"]) for b in serving.spark_serving_batches(hostvars, groups, hosts)] == expected
+    for batch in serving.spark_serving_batches(hostvars, groups, hosts):
+        assert {serving.spark_serving_group_of(hostvars, groups, h) for h in batch["hosts"]} == {batch["group"]}
+
+
+def test_one_group_is_one_batch_of_group_spark() -> None:
+    hostvars, groups = triangle()
+    assert serving.spark_serving_batches(hostvars, groups, ["dgx3", "dgx1", "dgx2"]) == [
+        {"group": "spark", "hosts": ["dgx1", "dgx2", "dgx3"]}]
+    assert serving.spark_serving_group_of(hostvars, groups, "dgx2") == "spark"
+
+
+def test_batches_refuse_what_they_cannot_split() -> None:
+    hostvars, groups = inventory(("ring_a", "ring", 4), ("tri_b", "triangle", 3))
+    with pytest.raises(AnsibleFilterError, match="expected the play's host names, got 'ring-a1'"):
+        serving.spark_serving_batches(hostvars, groups, "ring-a1")
+    with pytest.raises(AnsibleFilterError, match="host elsewhere is in no serving group .spark_serving_groups: "
+                                                 "ring_a, tri_b."):
+        serving.spark_serving_group_of(hostvars, groups, "elsewhere")
+    hostvars["tri-b1"]["spark_serving_groups"] = ["tri_b"]
+    with pytest.raises(AnsibleFilterError, match="the serving groups are invalid"):
+        serving.spark_serving_batches(hostvars, groups, groups["spark"])

@@ -38,6 +38,31 @@ def spark_serving_stage_refusal(hostvars: Mapping[str, Any], groups: Mapping[str
     return _GROUPS.stage_refusal(hostvars, groups)
 
 
+def spark_serving_batches(hostvars: Mapping[str, Any], groups: Mapping[str, Any],
+                          hosts: Sequence[str]) -> list[dict[str, Any]]:
+    """The hosts of a play (`hosts`, e.g. after --limit) split by serving group, in the order the groups are
+    declared: [{"group", "hosts"}], each group once, empty ones left out. The serving plays run one batch per
+    group (serial), so a group is planned, started, replaced or stopped whole and one group after another."""
+    if isinstance(hosts, (str, bytes)) or not isinstance(hosts, Sequence):
+        raise AnsibleFilterError(f"spark_serving_batches: expected the play's host names, got {hosts!r}")
+    wanted = {str(h) for h in hosts}
+    batches = []
+    for name in spark_serving_groups(hostvars, groups):
+        members = [h for h in _GROUPS.group_hosts(groups, name) if h in wanted]
+        if members:
+            batches.append({"group": name, "hosts": members})
+    return batches
+
+
+def spark_serving_group_of(hostvars: Mapping[str, Any], groups: Mapping[str, Any], host: str) -> str:
+    """The serving group host `host` serves in: the group a stage plans when it acts on that host."""
+    for name in spark_serving_groups(hostvars, groups):
+        if host in _GROUPS.group_hosts(groups, name):
+            return name
+    raise AnsibleFilterError(f"spark_serving_group_of: host {host} is in no serving group "
+                             f"({_GROUPS.NAME}: {', '.join(spark_serving_groups(hostvars, groups))})")
+
+
 def _owners(raws: Mapping[str, Sequence[Mapping[str, Any]]], key: str) -> dict[Any, list[tuple[str, str]]]:
     """value -> [(host, group)] for a setting that must name one machine across the whole site."""
     seen: dict[Any, list[tuple[str, str]]] = {}
@@ -159,5 +184,6 @@ class FilterModule:
 
     def filters(self) -> dict[str, Any]:
         return {"spark_serving_groups": spark_serving_groups, "spark_serving_stage_refusal": spark_serving_stage_refusal,
+                "spark_serving_batches": spark_serving_batches, "spark_serving_group_of": spark_serving_group_of,
                 "spark_serving_validate": spark_serving_validate, "spark_serving_plans": spark_serving_plans,
                 "spark_render_layout": spark_render_layout}
