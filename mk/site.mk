@@ -10,7 +10,7 @@ SITE_ARGS ?=
 # What each topology's run covers (molecule/site/molecule.yml reads them): the triangle every check and failure test,
 # the ring its stages and serving checks without the host stage, whose code does not read the topology.
 site_env_tp3 := SPARK_LAB_TOPOLOGY=tp3 SPARK_LAB_SITE_CHECKS=full
-site_env_tp4 := SPARK_LAB_TOPOLOGY=tp4 SPARK_LAB_SITE_CHECKS=serving SPARK_LAB_SITE_SKIP_TAGS=host
+site_env_tp4 := SPARK_LAB_TOPOLOGY=tp4 SPARK_LAB_SITE_CHECKS=serving SPARK_LAB_SITE_SKIP_TAGS=host SPARK_LAB_SITE_ROUTER=true
 # One lab session: the lab inventory (molecule links it before create), then molecule test, logged as site-<topology>.
 site_scenario = $(PY) $(LAB_DIR)/lab.py inventory --topology $(1) --inventory $(call lab_inventory_of,$(1)) \
 	  --state-dir $(LAB_STATE)/$(1) >/dev/null \

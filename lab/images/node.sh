@@ -17,9 +17,10 @@ apt-get update -qq
 # against Debian's real headers for a Debian kernel release (not the running kernel).
 # grub-common, grub2-common: grub-editenv / grub-reboot on stand-in /boot files.
 # network-manager: the netplan renderer of DGX OS, run by the lab nodes that render the fabric for it.
+# python3-venv: the router role installs it on a Spark from the archive; lab nodes reach no archive.
 apt-get install -y -qq --no-install-recommends \
   systemd systemd-sysv dbus udev \
-  python3 python3-apt python3-requests python3-aiohttp python3-yaml \
+  python3 python3-apt python3-requests python3-aiohttp python3-yaml python3-venv \
   iproute2 iputils-ping procps kmod ca-certificates curl rsync openssh-client openssh-server less gnupg \
   lldpd netplan.io network-manager docker.io git sudo \
   dkms build-essential linux-headers-amd64 openssl mokutil grub-common grub2-common \

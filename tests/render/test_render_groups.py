@@ -138,3 +138,33 @@ def test_a_ring_beside_a_switched_group_renders_serve_json_for_the_ring_only(tmp
     assert "Group sw_b: no serve.json rendered; serve would refuse:" in said
     assert "topology switched has no serving profile" in said
     assert "Rendered 2 serving groups (ring_a: ring of 4, sw_b: switched of 2)" in said
+
+
+def test_the_router_plan_is_rendered_with_every_group_head_and_removed_with_the_group(tmp_path: Path) -> None:
+    inventory = write_groups(tmp_path / "inv", GROUPS, list(GROUPS))
+    (inventory / "router.yml").write_text(yaml.safe_dump(
+        {"spark_router": {"hosts": {"gateway": {"ansible_host": "10.0.3.99", "spark_router_policy": "round_robin"}}}}))
+    out = tmp_path / "out"
+    result = play(inventory, "render.yml", "-e", f"spark_render_dir={out}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads((out / "router.json").read_text()) == {
+        "host": "gateway", "address": "10.0.3.99", "port": 8080, "policy": "round_robin", "url": "http://10.0.3.99:8080",
+        "model": "deepseek-v4.1-flash",
+        "backends": [{"group": "ring_a", "host": "ra1", "url": "http://10.0.3.11:8000"},
+                     {"group": "triangle_b", "host": "tb1", "url": "http://10.0.3.21:8000"}]}
+    (inventory / "router.yml").unlink()
+    result = play(inventory, "render.yml", "-e", f"spark_render_dir={out}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not (out / "router.json").exists()
+
+
+def test_a_router_that_cannot_work_is_refused_before_a_file_is_written(tmp_path: Path) -> None:
+    inventory = write_groups(tmp_path / "inv", GROUPS, list(GROUPS))
+    (inventory / "router.yml").write_text(yaml.safe_dump({"spark_router": {"hosts": {"ra1": {"spark_router_port": 8000}}}}))
+    out = tmp_path / "out"
+    result = play(inventory, "render.yml", "-e", f"spark_render_dir={out}")
+    assert result.returncode != 0
+    assert "host ra1: spark_router_port 8000 is a port its serving engine listens on" in result.stdout
+    assert not out.exists()
+    result = play(inventory, "validate.yml", "-e", "spark_router_port=x")
+    assert result.returncode != 0 and "host ra1: spark_router_port must be an integer port 1-65535, got 'x'" in result.stdout

@@ -8,9 +8,10 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 GUARD = "one-serving-group.yml"
-# Playbooks that touch no node, or only remove what bench-schedule.yml installed on the controller or one host.
+# Playbooks that touch no node, or only remove what bench-schedule.yml installed on the controller or one host,
+# and router.yml, which fronts every serving group already (its plan reads every group's head).
 NOT_STAGES = {"ansible-version.yml", "device-policy.yml", "validate.yml", "render.yml", GUARD,
-              "bench-schedule-remove.yml", "serving-order.yml"}
+              "bench-schedule-remove.yml", "serving-order.yml", "router.yml"}
 
 
 def entries(path: Path) -> list[str]:

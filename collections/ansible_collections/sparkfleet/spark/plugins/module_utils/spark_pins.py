@@ -79,6 +79,9 @@ PINS: Dict[str, Any] = {
     "spark_model_repo": "deepseek-ai/DeepSeek-V4.1-Flash",
     "spark_model_revision": "dba1be0a40aa45a94ad051997016db3960a90277",
     "spark_model_dir": f"/var/lib/sparkfleet/models/{MODEL_NAME}",
+    # The router in front of the serving groups (the vLLM project's vllm-router); its hash lock is
+    # roles/router/files/vllm-router-<version>.txt (tools/router_lock.py).
+    "spark_router_version": "0.1.17",
 }
 
 

@@ -1,0 +1,51 @@
+"""The router's plan: vllm-router on the one host of group spark_router, every serving group's head a backend.
+
+Pure: the inventory's variables in, data out. The logic is module_utils/spark_router.py; this reads the
+inventory and every serving group's site plan (spark_serving_plans) and raises one error naming every host and
+variable at fault.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Optional
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.sparkfleet.spark.plugins.filter import sparkfleet_serving_groups as _SERVING
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_router as _ROUTER
+from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_data import plain as _plain
+
+
+def _host_settings(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> tuple[Optional[dict[str, Any]], list[str]]:
+    host, errors = _ROUTER.router_host(groups)
+    if host is None:
+        return None, errors
+    if host not in hostvars:
+        return None, [f"group {_ROUTER.GROUP}: host {host} has no variables in the inventory"]
+    found = hostvars[host]
+    return _ROUTER.settings(host, {key: _plain(found[key]) for key in _ROUTER.KEYS if key in found})
+
+
+def spark_router_validate(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> list[str]:
+    """Every error of the router's own settings (group spark_router, spark_router_port, _policy, its address);
+    [] when there is no router or it is valid. What needs the serving plans is refused by spark_router_plan."""
+    return _host_settings(hostvars, groups)[1]
+
+
+def spark_router_plan(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> Optional[dict[str, Any]]:
+    """{host, address, port, url, policy, model, backends: [{group, host, url}]}, or None without a router."""
+    router, errors = _host_settings(hostvars, groups)
+    if router is None and not errors:
+        return None
+    if not errors:
+        result, errors = _ROUTER.plan(router, _SERVING.spark_serving_plans(hostvars, groups))
+    if errors:
+        raise AnsibleFilterError("spark_router_plan: the router cannot be planned:\n  " + "\n  ".join(errors))
+    return result
+
+
+class FilterModule:
+    """sparkfleet router filters."""
+
+    def filters(self) -> dict[str, Any]:
+        return {"spark_router_validate": spark_router_validate, "spark_router_plan": spark_router_plan}
