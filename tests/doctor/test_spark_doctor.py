@@ -582,3 +582,35 @@ def test_unit_settings_last_assignment_wins_and_comments_are_ignored() -> None:
     text = "[Service]\n# MemoryMin=1\nMemoryMin=64M\nMemoryMin=128M\n; x=y\n"
     assert doc.parse_unit_settings(text) == {"MemoryMin": "128M"}
     assert doc.parse_unit_settings(None) == {}
+
+
+# --- the router (group spark_router) -------------------------------------------------------------------------
+
+HEADS = ["http://10.0.1.71:8000", "http://10.0.2.71:8000"]
+
+
+def router(**overrides: Any) -> Dict[str, Any]:
+    base = {"url": "http://10.0.1.72:8080", "backends": list(HEADS), "status": 200,
+            "workers": [{"url": u, "is_healthy": True} for u in HEADS]}
+    return base | overrides
+
+
+@pytest.mark.parametrize("given,status,words", [
+    (router(), "ok", "http://10.0.1.72:8080 lists every head healthy (http://10.0.1.71:8000, http://10.0.2.71:8000)"),
+    (router(workers=[{"url": HEADS[0], "is_healthy": True}, {"url": HEADS[1], "is_healthy": False}]), "fail",
+     "routes without every head (unhealthy: http://10.0.2.71:8000)"),
+    (router(workers=[{"url": HEADS[0], "is_healthy": True}]), "fail", "(not listed: http://10.0.2.71:8000)"),
+    (router(status=-1, workers=[]), "fail", "http://10.0.1.72:8080/workers answered -1"),
+    ({"error": "host dgx1: spark_router_port 8000 is a port its serving engine listens on (8000, 9999): choose "
+               "another", "status": None, "workers": []}, "fail", "the router cannot be planned: host dgx1"),
+], ids=["healthy", "unhealthy-head", "missing-head", "no-answer", "unplannable"])
+def test_the_router_check(given: Dict[str, Any], status: str, words: str) -> None:
+    check = run(cluster(), context(router=given), "cluster", "router")
+    assert (check.status, check.severity) == (status, "error")
+    assert words in check.message
+    assert "sparkfleet-router" in check.fix
+
+
+def test_no_router_no_check_and_an_idle_cluster_skips_it() -> None:
+    assert [c for c in doc.evaluate(cluster(), context()) if c.check == "router"] == []
+    assert run(cluster(serving=False), context(router=router()), "cluster", "router").status == "skipped"

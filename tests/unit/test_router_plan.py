@@ -114,3 +114,11 @@ def test_groups_serving_different_models_are_refused() -> None:
     with pytest.raises(AnsibleFilterError, match=r"groups ring_a, tri_b: serve different models \(deepseek-v4.1-flash, "
                                                  r"other-model; spark_serve_model_name\)"):
         router.spark_router_plan(*two_groups(spark_serve_model_name="other-model"))
+
+
+def test_planned_reports_what_plan_raises() -> None:
+    assert router.spark_router_planned(*triangle(router_host=None)) == {"plan": None, "errors": []}
+    assert router.spark_router_planned(*triangle())["plan"]["url"] == "http://10.0.1.72:8080"
+    refused = router.spark_router_planned(*triangle("dgx1", spark_router_port=8000))
+    assert refused["plan"] is None and refused["errors"] == [
+        "host dgx1: spark_router_port 8000 is a port its serving engine listens on (8000, 9999): choose another"]

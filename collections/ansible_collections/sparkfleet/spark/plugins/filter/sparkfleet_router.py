@@ -32,20 +32,27 @@ def spark_router_validate(hostvars: Mapping[str, Any], groups: Mapping[str, Any]
     return _host_settings(hostvars, groups)[1]
 
 
+def spark_router_planned(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> dict[str, Any]:
+    """{"plan": the router's plan or None, "errors": why it cannot be planned}, raising nothing: what the doctor
+    reports. No router: {"plan": None, "errors": []}."""
+    router, errors = _host_settings(hostvars, groups)
+    if router is None or errors:
+        return {"plan": None, "errors": errors}
+    result, errors = _ROUTER.plan(router, _SERVING.spark_serving_plans(hostvars, groups))
+    return {"plan": None if errors else result, "errors": errors}
+
+
 def spark_router_plan(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> Optional[dict[str, Any]]:
     """{host, address, port, url, policy, model, backends: [{group, host, url}]}, or None without a router."""
-    router, errors = _host_settings(hostvars, groups)
-    if router is None and not errors:
-        return None
-    if not errors:
-        result, errors = _ROUTER.plan(router, _SERVING.spark_serving_plans(hostvars, groups))
-    if errors:
-        raise AnsibleFilterError("spark_router_plan: the router cannot be planned:\n  " + "\n  ".join(errors))
-    return result
+    planned = spark_router_planned(hostvars, groups)
+    if planned["errors"]:
+        raise AnsibleFilterError("spark_router_plan: the router cannot be planned:\n  " + "\n  ".join(planned["errors"]))
+    return planned["plan"]
 
 
 class FilterModule:
     """sparkfleet router filters."""
 
     def filters(self) -> dict[str, Any]:
-        return {"spark_router_validate": spark_router_validate, "spark_router_plan": spark_router_plan}
+        return {"spark_router_validate": spark_router_validate, "spark_router_plan": spark_router_plan,
+                "spark_router_planned": spark_router_planned}

@@ -661,6 +661,32 @@ def check_api(nodes: Mapping[str, Observation], ctx: Context, mode: str) -> List
                                                 f"expected {model}", fix)]
 
 
+def check_router(ctx: Context, mode: str) -> List[Check]:
+    """The router (group spark_router), when the inventory has one: it answers and lists every serving group's
+    head as healthy. No check without a router."""
+    router = ctx.get("router")
+    if not router:
+        return []
+    fix = ("journalctl -u sparkfleet-router on the router host and playbooks/router.yml; a head out of rotation: "
+           "playbooks/status.yml")
+    url = router.get("url")
+    if router.get("error"):
+        return [failed(CLUSTER, "router", ERROR, f"the router cannot be planned: {router['error']}", fix)]
+    if mode == "idle":
+        return [skipped(CLUSTER, "router", ERROR, f"no serving container runs, so {url} has no head to route to", fix)]
+    if router.get("status") != 200:
+        return [failed(CLUSTER, "router", ERROR, f"{url}/workers answered {router.get('status')}", fix)]
+    seen = {w.get("url"): bool(w.get("is_healthy")) for w in router.get("workers") or [] if isinstance(w, Mapping)}
+    wanted = list(router.get("backends") or [])
+    missing = [b for b in wanted if b not in seen]
+    unhealthy = [b for b in wanted if b in seen and not seen[b]]
+    if missing or unhealthy:
+        problems = ([f"not listed: {', '.join(missing)}"] if missing else []) + (
+            [f"unhealthy: {', '.join(unhealthy)}"] if unhealthy else [])
+        return [failed(CLUSTER, "router", ERROR, f"{url} routes without every head ({'; '.join(problems)})", fix)]
+    return [passed(CLUSTER, "router", ERROR, f"{url} lists every head healthy ({', '.join(wanted)})", fix)]
+
+
 def check_config(ctx: Context) -> List[Check]:
     out = []
     fix = "correct the inventory (playbooks/validate.yml names host and variable)"
@@ -798,6 +824,7 @@ def evaluate(nodes: Mapping[str, Observation], ctx: Context) -> List[Check]:
     checks.extend(check_image_parity(nodes, ctx))
     checks.extend(check_model_parity(nodes, ctx))
     checks.extend(check_api(nodes, ctx, mode))
+    checks.extend(check_router(ctx, mode))
     return checks
 
 
