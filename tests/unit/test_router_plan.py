@@ -122,3 +122,34 @@ def test_planned_reports_what_plan_raises() -> None:
     refused = router.spark_router_planned(*triangle("dgx1", spark_router_port=8000))
     assert refused["plan"] is None and refused["errors"] == [
         "host dgx1: spark_router_port 8000 is a port its serving engine listens on (8000, 9999): choose another"]
+
+
+def test_rotation_names_the_group_head_in_the_router_calls() -> None:
+    assert router.spark_router_rotation(*two_groups(), "tri_b") == {
+        "router": "http://10.0.9.1:8080", "worker": "http://10.0.2.1:8000",
+        "remove": "http://10.0.9.1:8080/remove_worker?url=http%3A%2F%2F10.0.2.1%3A8000",
+        "add": "http://10.0.9.1:8080/add_worker?url=http%3A%2F%2F10.0.2.1%3A8000"}
+
+
+@pytest.mark.parametrize("inventory,group", [
+    (triangle(router_host=None), "spark"),       # no router
+    (triangle(), "other"),                        # not one of its backends
+    (triangle(spark_router_port="80x"), "spark"),  # a router that cannot be planned: router.yml refuses it
+])
+def test_no_rotation_without_a_router_that_routes_to_the_group(inventory: Inventory, group: str) -> None:
+    assert router.spark_router_rotation(*inventory, group) is None
+
+
+@pytest.mark.parametrize("text,expected", [
+    ('vllm:num_requests_running{engine="0",model_name="m"} 2.0\nvllm:num_requests_waiting{engine="0",model_name="m"} 1.0\n', 3),
+    ("# HELP vllm:num_requests_running Number of requests.\nvllm:num_requests_running 0.0\n", 0),
+    ('vllm:num_requests_running{engine="0"} 1.0\nvllm:num_requests_running{engine="1"} 1.0\n', 2),
+    ("", 0),
+])
+def test_requests_in_flight_sums_running_and_waiting(text: str, expected: int) -> None:
+    assert router.spark_requests_in_flight(text) == expected
+
+
+def test_requests_in_flight_refuses_what_is_not_metrics_text() -> None:
+    with pytest.raises(AnsibleFilterError, match="expected the /metrics text, got NoneType"):
+        router.spark_requests_in_flight(None)

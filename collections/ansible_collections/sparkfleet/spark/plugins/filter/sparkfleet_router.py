@@ -14,6 +14,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.sparkfleet.spark.plugins.filter import sparkfleet_serving_groups as _SERVING
 from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_router as _ROUTER
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_data import plain as _plain
+from ansible_collections.sparkfleet.spark.plugins.module_utils.sparkfleet_bench import metrics as _METRICS
 
 
 def _host_settings(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> tuple[Optional[dict[str, Any]], list[str]]:
@@ -50,9 +51,24 @@ def spark_router_plan(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) ->
     return planned["plan"]
 
 
+def spark_router_rotation(hostvars: Mapping[str, Any], groups: Mapping[str, Any], group: str) -> Optional[dict[str, str]]:
+    """{router, worker, remove, add}: the calls that take serving group `group` out of the router and put it back;
+    None without a router, or when the router cannot be planned (router.yml and validate say why)."""
+    return _ROUTER.rotation(spark_router_planned(hostvars, groups)["plan"], group)
+
+
+def spark_requests_in_flight(metrics: str) -> int:
+    """Requests an engine is running or holding (vllm:num_requests_running + _waiting) in its /metrics text."""
+    if not isinstance(metrics, str):
+        raise AnsibleFilterError(f"spark_requests_in_flight: expected the /metrics text, got {type(metrics).__name__}")
+    snapshot = _METRICS.parse_prometheus(metrics)
+    return int(snapshot.get(_METRICS.RUNNING, 0.0) + snapshot.get(_METRICS.WAITING, 0.0))
+
+
 class FilterModule:
     """sparkfleet router filters."""
 
     def filters(self) -> dict[str, Any]:
         return {"spark_router_validate": spark_router_validate, "spark_router_plan": spark_router_plan,
-                "spark_router_planned": spark_router_planned}
+                "spark_router_planned": spark_router_planned, "spark_router_rotation": spark_router_rotation,
+                "spark_requests_in_flight": spark_requests_in_flight}

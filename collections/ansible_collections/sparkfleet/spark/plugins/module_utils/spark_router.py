@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any, Dict, List, Optional
+from urllib.parse import quote
 
 GROUP = "spark_router"
 # The router host's variables the plan reads.
@@ -97,3 +98,18 @@ def plan(router: Mapping[str, Any], plans: Mapping[str, Mapping[str, Any]]) -> t
     url = f"http://{router['address']}:{router['port']}"
     return dict(router) | {"url": url, "backends": [{k: b[k] for k in ("group", "host", "url")} for b in backends],
                            "model": models[0] if len(models) == 1 else None}, errors
+
+
+def rotation(router: Optional[Mapping[str, Any]], group: str) -> Optional[Dict[str, str]]:
+    """The router calls that take serving group `group` out of rotation and put it back (vllm-router's
+    /remove_worker and /add_worker, the worker named by its URL), or None: no router, or the group is not one of
+    its backends. Removing is idempotent; adding waits until the worker answers its health check."""
+    if not router:
+        return None
+    for backend in router.get("backends", ()):
+        if backend["group"] == group:
+            worker = quote(backend["url"], safe="")
+            return {"router": router["url"], "worker": backend["url"],
+                    "remove": f"{router['url']}/remove_worker?url={worker}",
+                    "add": f"{router['url']}/add_worker?url={worker}"}
+    return None
