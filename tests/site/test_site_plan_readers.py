@@ -24,12 +24,23 @@ def test_nothing_assembles_a_part_of_the_site_plan(what: str) -> None:
     assert found == [], f"{what} comes from spark_site_plan"
 
 
+# The serve role plans the serving group of its play batch (the serving plays run one batch per group); every other
+# reader plans group spark, the one serving group the other stages act on.
+BATCH_GROUP = COLLECTION / "roles" / "serve" / "tasks" / "plan.yml"
+
+
 def test_the_plan_readers_name_their_serving_group() -> None:
     readers = [p for p in FILES if "spark_site_plan(" in p.read_text()]
     assert len(readers) >= 10
     for path in readers:
+        expected = "groups, serve_group_of_batch" if path == BATCH_GROUP else "groups, 'spark'"
         for call in re.findall(r"spark_site_plan\(([^)]*)\)", path.read_text()):
-            assert call == "groups, 'spark'", f"{path.relative_to(ROOT)}: spark_site_plan({call})"
+            assert call == expected, f"{path.relative_to(ROOT)}: spark_site_plan({call})"
+
+
+def test_the_serve_role_plans_the_group_of_its_batch() -> None:
+    assert re.search(r"serve_group_of_batch: \"\{\{ hostvars \| sparkfleet\.spark\.spark_serving_group_of\(groups, "
+                     r"inventory_hostname\) \}\}\"", BATCH_GROUP.read_text())
 
 
 def test_the_endpoint_is_the_plans_head_everywhere_it_is_asked() -> None:
