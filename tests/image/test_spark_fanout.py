@@ -1,4 +1,4 @@
-"""spark_fanout: waves over the cabled fabric, from the rendered tp3 and tp4 plans."""
+"""spark_fanout: waves over the cabled fabric, from the rendered tp3 and tp4 plans, and over switch rails."""
 from __future__ import annotations
 
 import copy
@@ -7,6 +7,7 @@ from typing import Any, Dict, List
 
 import pytest
 from conftest import FIXTURES
+from testlib import load_source
 
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_fanout import (
     FanoutError, cable_addresses, fanout_waves, possible_senders, vetted_holders)
@@ -163,3 +164,27 @@ def test_the_filter_wraps_errors_and_refuses_a_wave_that_is_not_a_list() -> None
         spark_fanout_progress(WAVE, {}, [], 0, 0)
     with pytest.raises(AnsibleFilterError, match="no byte count for the receiver dgx2"):
         spark_fanout_progress(WAVE, {}, ENDED, 0, 0)
+
+
+def _switched(hosts: List[str], first_id: int = 1) -> List[Dict[str, Any]]:
+    raw = [{"host": h, "spark_rank": r, "ansible_host": f"10.0.1.{71 + r}", "spark_topology": "switched",
+            "spark_node_id": first_id + r} for r, h in enumerate(hosts)]
+    return load_source("filter", "sparkfleet_fabric").spark_plan(raw)["nodes"]
+
+
+def test_a_switch_rail_links_every_node_to_every_other_at_its_own_rail_address() -> None:
+    links = cable_addresses(_switched(["dgx1", "dgx2", "dgx3"]))
+    assert links[("dgx1", "dgx3")] == ["10.100.1.3", "10.101.1.3", "10.100.2.3", "10.101.2.3"]
+    assert links[("dgx3", "dgx2")] == ["10.100.1.2", "10.101.1.2", "10.100.2.2", "10.101.2.2"]
+    assert len(links) == 6
+
+
+def test_a_switch_is_one_wave_from_the_source() -> None:
+    waves = fanout_waves(_switched(["dgx1", "dgx2", "dgx3", "dgx4"]), "dgx1", ["dgx2", "dgx3", "dgx4"])
+    assert edges(waves) == [["dgx1->dgx2@10.100.1.2", "dgx1->dgx3@10.100.1.3", "dgx1->dgx4@10.100.1.4"]]
+
+
+def test_two_groups_on_one_switch_reach_each_other_over_the_rails() -> None:
+    site = _switched(["dgx1", "dgx2"]) + _switched(["dgx3", "dgx4"], first_id=3)
+    waves = fanout_waves(site, "dgx1", ["dgx2", "dgx3", "dgx4"], holders=["dgx2"])
+    assert edges(waves) == [["dgx1->dgx3@10.100.1.3", "dgx2->dgx4@10.100.1.4"]]

@@ -1,12 +1,13 @@
-"""Fan-out over the switchless fabric: who sends the image or the model to whom, in which wave, to which address.
+"""Fan-out over the fabric: who sends the image or the model to whom, in which wave, to which address.
 
-There is no switch, so a node can reach over the fabric only the peers it is cabled to: on a triangle every
-other node, on a four-node ring its two neighbours. Every node that already holds the payload can send it. In
-each wave every holder sends, in parallel, to each cabled neighbour that still lacks it, so the payload spreads
-along the cables. On a ring from dgx1 that means dgx1→dgx2 and dgx1→dgx4 first, then dgx2→dgx3 (the reference
-copied r6d the same way: dgx4→dgx1, dgx4→dgx3, then dgx1→dgx2). The address is the receiver's own fabric address
-on the cable between the two nodes (path 1 first). The management network is used only when the caller allows
-it: for a source that is not on the fabric (the controller, say), or for a target no cable path reaches.
+On cables a node reaches over the fabric only the peers it is cabled to: on a triangle every other node, on a
+four-node ring its two neighbours. On a switch every node reaches every node sharing a rail with it. Every node
+that already holds the payload can send it. In each wave every holder sends, in parallel, to each reachable node
+that still lacks it, so the payload spreads along the cables. On a ring from dgx1 that means dgx1→dgx2 and
+dgx1→dgx4 first, then dgx2→dgx3 (the reference copied r6d the same way: dgx4→dgx1, dgx4→dgx3, then
+dgx1→dgx2). The address is the receiver's own fabric address on the cable or rail between the two nodes (path 1
+first). The management network is used only when the caller allows it: for a source that is not on the fabric
+(the controller, say), or for a target no fabric path reaches.
 
 Pure: the input is the `nodes` list of the fabric plan (`spark_plan`, also written to plan.json).
 """
@@ -21,14 +22,31 @@ class FanoutError(Exception):
     """The plan cannot deliver to every target; the message names the nodes."""
 
 
+def _rail_members(nodes: Sequence[Mapping[str, Any]]) -> Dict[str, List[Tuple[str, str]]]:
+    """{subnet: [(host, address without prefix)]} of the interfaces without a planned peer: switch rails."""
+    rails: Dict[str, List[Tuple[str, str]]] = {}
+    for node in nodes:
+        for iface in node.get("interfaces") or []:
+            if not iface.get("peer_host") and iface.get("subnet") and iface.get("address"):
+                rails.setdefault(str(iface["subnet"]), []).append((node["host"], str(iface["address"]).split("/")[0]))
+    return rails
+
+
 def cable_addresses(nodes: Sequence[Mapping[str, Any]]) -> Dict[Tuple[str, str], List[str]]:
-    """{(sender, receiver): receiver's addresses on their cables, path order}, from the senders' interfaces."""
+    """{(sender, receiver): receiver's fabric addresses, path order}: on a cable from the sender's interface (its
+    peer), on a switch rail every other node of the rail."""
     links: Dict[Tuple[str, str], List[Tuple[int, str]]] = {}
+    paths = {str(i.get("subnet")): int(i.get("path") or 0) for n in nodes for i in n.get("interfaces") or []}
     for node in nodes:
         for iface in node.get("interfaces") or []:
             peer, address = iface.get("peer_host"), iface.get("peer_address")
             if peer and address:
                 links.setdefault((node["host"], peer), []).append((int(iface.get("path") or 0), str(address)))
+    for subnet, members in _rail_members(nodes).items():
+        for sender, _ in members:
+            for receiver, address in members:
+                if receiver != sender:
+                    links.setdefault((sender, receiver), []).append((paths[subnet], address))
     return {pair: [a for _, a in sorted(entries)] for pair, entries in links.items()}
 
 
