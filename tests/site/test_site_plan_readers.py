@@ -24,14 +24,16 @@ def test_nothing_assembles_a_part_of_the_site_plan(what: str) -> None:
     assert found == [], f"{what} comes from spark_site_plan"
 
 
-# The serve role plans the serving group of its play batch (the serving plays run one batch per group); every other
-# reader plans group spark, the one serving group the other stages act on.
+# The serve role plans the serving group of its play batch (the serving plays run one batch per group); the stages
+# that act on every Spark (fabric, image, model, transfer keys) read every group's plan (spark_fabric_plans,
+# spark_site_fabric); every other reader plans group spark, the one serving group the other stages act on.
 BATCH_GROUP = COLLECTION / "roles" / "serve" / "tasks" / "plan.yml"
+PLAN_READ = re.compile(r"spark_site_plan\(|spark_fabric_plans\(groups\)|spark_site_fabric\(groups\)")
 
 
 def test_the_plan_readers_name_their_serving_group() -> None:
+    assert len([p for p in FILES if PLAN_READ.search(p.read_text())]) >= 10
     readers = [p for p in FILES if "spark_site_plan(" in p.read_text()]
-    assert len(readers) >= 10
     for path in readers:
         expected = "groups, serve_group_of_batch" if path == BATCH_GROUP else "groups, 'spark'"
         for call in re.findall(r"spark_site_plan\(([^)]*)\)", path.read_text()):

@@ -192,6 +192,29 @@ def test_expectations_come_from_the_plan() -> None:
         "rocep1s0f1": "10.12.1.2/24", "roceP2p1s0f1": "10.12.2.2/24"}
 
 
+def test_cable_probes_are_the_planned_interfaces() -> None:
+    plan = _plan("triangle", 3)
+    assert VERIFY.spark_fabric_probe_paths(plan, "dgx2") == FABRIC.spark_plan_node(plan, "dgx2")["interfaces"]
+
+
+def test_switch_probes_reach_every_other_node_on_each_rail() -> None:
+    probes = VERIFY.spark_fabric_probe_paths(_plan("switched", 3), "dgx2")
+    rails = {"enp1s0f0np0": "10.100.1", "enP2p1s0f0np0": "10.100.2", "enp1s0f1np1": "10.101.1",
+             "enP2p1s0f1np1": "10.101.2"}
+    assert sorted((p["netdev"], p["peer_host"], p["peer_netdev"], p["peer_address"]) for p in probes) == sorted(
+        (netdev, peer, netdev, f"{prefix}.{node_id}") for netdev, prefix in rails.items()
+        for peer, node_id in (("dgx1", 1), ("dgx3", 3)))
+
+
+@pytest.mark.parametrize(("plan", "host", "expected"), [
+    ({}, "dgx1", "expected a plan with nodes"),
+    ({"topology": "switched", "nodes": [{"host": "dgx1", "interfaces": []}]}, "dgx9", "host dgx9 is not a node"),
+], ids=["no-plan", "foreign-host"])
+def test_probe_paths_refuse_what_they_cannot_read(plan: dict[str, Any], host: str, expected: str) -> None:
+    with pytest.raises(AnsibleFilterError, match=expected):
+        VERIFY.spark_fabric_probe_paths(plan, host)
+
+
 def test_matrix_one_line_per_path_and_problems() -> None:
     ok = path_verdict(PATH, parse_ping(fixture("ping-8972-ok.txt")), parse_ping(fixture("ping-8973-too-long.txt")), 8972)
     bad = path_verdict(dict(PATH, netdev="enP2p1s0f0np0", peer_netdev="enP2p1s0f1np1", peer_address="11.12.2.2"),

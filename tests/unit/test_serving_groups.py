@@ -128,6 +128,21 @@ def test_a_switched_group_beside_a_ring_gets_the_switched_plan(size: int) -> Non
         assert all("peer_host" not in i for i in node["interfaces"])
 
 
+def test_fabric_plans_hold_every_group_without_its_serving_part() -> None:
+    hostvars, groups = inventory(("ring_a", "ring", 4), ("sw_b", "switched", 2))
+    plans = serving.spark_fabric_plans(hostvars, groups)
+    assert list(plans) == ["ring_a", "sw_b"]
+    for name, plan in plans.items():
+        assert plan == site.spark_fabric_plan(serving.spark_serving_plans(hostvars, groups)[name])
+        assert "serve" not in plan and [n["host"] for n in plan["nodes"]] == groups[name]
+
+
+def test_fabric_plans_of_one_group_are_group_spark() -> None:
+    hostvars, groups = triangle()
+    assert serving.spark_fabric_plans(hostvars, groups) == {
+        "spark": site.spark_fabric_plan(site.spark_site_plan(hostvars, groups, "spark"))}
+
+
 def switched_pair(ids_b: list[int] | None = None, **group_vars: dict[str, Any]) -> Inventory:
     """Two switched groups of eight; group sw_b's node ids given, or the default 1..8 (colliding with sw_a's)."""
     hostvars, groups = inventory(("sw_a", "switched", 8), ("sw_b", "switched", 8), **group_vars)
@@ -333,3 +348,11 @@ def test_batches_refuse_what_they_cannot_split() -> None:
     hostvars["tri-b1"]["spark_serving_groups"] = ["tri_b"]
     with pytest.raises(AnsibleFilterError, match="the serving groups are invalid"):
         serving.spark_serving_batches(hostvars, groups, groups["spark"])
+
+
+def test_site_fabric_holds_every_spark_group_after_group() -> None:
+    hostvars, groups = inventory(("ring_a", "ring", 4), ("sw_b", "switched", 2))
+    plans = serving.spark_fabric_plans(hostvars, groups)
+    assert serving.spark_site_fabric(hostvars, groups) == {"nodes": plans["ring_a"]["nodes"] + plans["sw_b"]["nodes"]}
+    hostvars, groups = triangle()
+    assert serving.spark_site_fabric(hostvars, groups)["nodes"] == site.spark_site_plan(hostvars, groups, "spark")["nodes"]

@@ -39,6 +39,24 @@ def spark_fabric_lldp_expect(node: Mapping[str, Any]) -> dict[str, dict[str, str
     return {i["netdev"]: {"host": i["peer_host"], "port": i["peer_netdev"]} for i in _interfaces(node)}
 
 
+def spark_fabric_probe_paths(plan: Mapping[str, Any], host: str) -> list[dict[str, Any]]:
+    """The paths `host` probes (spark_fabric_paths' paths): on cables each interface to its planned peer; on a
+    switch each rail to every other node of the group on that rail, since a rail has no one peer and the
+    node-to-node pings are what proves each port is on the right rail."""
+    nodes = plan.get("nodes") if isinstance(plan, Mapping) else None
+    if not nodes:
+        raise AnsibleFilterError("spark_fabric_probe_paths: expected a plan with nodes (spark_fabric_plan output)")
+    own = next((n for n in nodes if n["host"] == host), None)
+    if own is None:
+        raise AnsibleFilterError(f"spark_fabric_probe_paths: host {host} is not a node of the plan")
+    if plan.get("topology") != "switched":
+        return [dict(i) for i in _interfaces(own)]
+    return [{"netdev": mine["netdev"], "peer_host": peer["host"], "peer_netdev": theirs["netdev"],
+             "peer_address": theirs["address"].split("/", 1)[0]}
+            for mine in _interfaces(own) for peer in nodes if peer["host"] != host
+            for theirs in _interfaces(peer) if theirs["subnet"] == mine["subnet"]]
+
+
 def spark_fabric_gid_expect(node: Mapping[str, Any]) -> dict[str, str]:
     """Planned address (with prefix) of each RDMA device, as spark_roce_gid's expect."""
     return {i["rdma"]: i["address"] for i in _interfaces(node)}
@@ -136,6 +154,7 @@ class FilterModule:
             "spark_fabric_apply_order": spark_fabric_apply_order,
             "spark_fabric_lldp_expect": spark_fabric_lldp_expect,
             "spark_fabric_gid_expect": spark_fabric_gid_expect,
+            "spark_fabric_probe_paths": spark_fabric_probe_paths,
             "spark_fabric_path_matrix": spark_fabric_path_matrix,
             "spark_fabric_matrix_json": spark_fabric_matrix_json,
             "spark_fabric_problems": spark_fabric_problems,

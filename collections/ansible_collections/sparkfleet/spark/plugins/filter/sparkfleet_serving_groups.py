@@ -161,6 +161,18 @@ def spark_serving_plans(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) 
     return {name: _SITE.spark_site_plan(hostvars, groups, name) for name in spark_serving_groups(hostvars, groups)}
 
 
+def spark_fabric_plans(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """group -> that group's plan without its serving part (spark_fabric_plan): what the node stages (fabric,
+    image, model) keep as a fact for every Spark of the site, whichever group it serves in."""
+    return {name: _SITE.spark_fabric_plan(plan) for name, plan in spark_serving_plans(hostvars, groups).items()}
+
+
+def spark_site_fabric(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> dict[str, Any]:
+    """{"nodes": every Spark's node of its group's fabric plan, group after group}: what a stage that moves bytes
+    between any two Sparks (image, model, transfer keys) plans its paths over, cables and switch rails alike."""
+    return {"nodes": [node for plan in spark_fabric_plans(hostvars, groups).values() for node in plan["nodes"]]}
+
+
 def spark_render_layout(plans: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Where render.yml writes each group's plan and files: the output directory itself for the one group spark
     (as it always has), a directory per group otherwise. Each entry: group, dir ("" or "<group>/"), plan, hosts,
@@ -186,4 +198,5 @@ class FilterModule:
         return {"spark_serving_groups": spark_serving_groups, "spark_serving_stage_refusal": spark_serving_stage_refusal,
                 "spark_serving_batches": spark_serving_batches, "spark_serving_group_of": spark_serving_group_of,
                 "spark_serving_validate": spark_serving_validate, "spark_serving_plans": spark_serving_plans,
+                "spark_fabric_plans": spark_fabric_plans, "spark_site_fabric": spark_site_fabric,
                 "spark_render_layout": spark_render_layout}
