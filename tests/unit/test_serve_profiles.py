@@ -150,6 +150,26 @@ def test_overrides_merge_over_the_profile() -> None:
     assert profiles_mod.PROFILES["tp3-r6-64k"]["env"]["MAX_JOBS"] == "2", "overrides must not change the table"
 
 
+def test_a_shape_override_serves_a_profile_on_a_shape_it_was_not_measured_on() -> None:
+    profiles = resolve("switched", 2, spark_serve_profile="tp3-r6-4k",
+                       spark_serve_overrides={"shape": {"topology": "switched", "nodes": 2}})
+    profile = profiles["dgx1"]
+    assert (profile["topology"], profile["nodes"]) == ("switched", 2)
+    assert flag(profile, "--tensor-parallel-size") == 2 and flag(profile, "--nnodes") == 2
+    assert flag(profile, "--speculative-config")["draft_tensor_parallel_size"] == 2
+    assert flag(profile, "--max-model-len") == 262144, "the rest of the profile is kept"
+    assert serve.spark_serve_refusals(profiles, plan("switched", 2)) == []
+    assert profiles_mod.PROFILES["tp3-r6-4k"]["nodes"] == 3, "overrides must not change the table"
+
+
+def test_an_args_override_that_contradicts_the_shape_is_refused() -> None:
+    profiles = resolve("switched", 2, spark_serve_profile="tp3-r6-4k",
+                       spark_serve_overrides={"shape": {"topology": "switched", "nodes": 2},
+                                              "args": {"--tensor-parallel-size": 3}})
+    assert serve.spark_serve_refusals(profiles, plan("switched", 2)) == [
+        "profile tp3-r6-4k: --tensor-parallel-size must appear once with the node count 2, found ['3']"]
+
+
 def test_site_settings_and_the_image_stage_tag() -> None:
     profile = resolve("triangle", spark_image_tag="built/by:stage", spark_serve_api_port=8100,
                       spark_serve_container="site-serve", spark_model_dir="/srv/models/ds")["dgx1"]
@@ -164,6 +184,10 @@ def test_site_settings_and_the_image_stage_tag() -> None:
     ({"spark_serve_overrides": {"max_model_len": 1}},
      "host dgx1: spark_serve_overrides.max_model_len is not a profile field that can be overridden"),
     ({"spark_serve_overrides": {"topology": "ring"}}, "host dgx1: spark_serve_overrides.topology is not a profile field"),
+    ({"spark_serve_overrides": {"shape": {"topology": "mesh", "nodes": 2}}},
+     "host dgx1: spark_serve_overrides.shape must be {topology: pair|triangle|ring|switched, nodes: <count>}"),
+    ({"spark_serve_overrides": {"shape": {"topology": "ring", "nodes": "4"}}}, "spark_serve_overrides.shape must be"),
+    ({"spark_serve_overrides": {"shape": {"topology": "ring"}}}, "spark_serve_overrides.shape must be"),
     ({"spark_serve_overrides": ["env"]}, "host dgx1: spark_serve_overrides must be a mapping of profile field to value"),
     ({"spark_serve_overrides": {"env": "MAX_JOBS=4"}}, "host dgx1: spark_serve_overrides.env must be a mapping merged over"),
     ({"spark_serve_overrides": {"kernel_backend": "cuda"}}, "host dgx1: spark_serve_overrides.kernel_backend must be one of tilelang, b12x"),

@@ -239,10 +239,13 @@ SETTINGS: Dict[str, Any] = {
     "guard_steady_threshold": "3GiB", "guard_steady_interval": 2,
 }
 
-# What spark_serve_overrides may change, and how: merged mappings or replaced values.
+# What spark_serve_overrides may change, and how: merged mappings, replaced values, or the shape (a topology
+# and node count no profile was measured on, which the site then owns: the engine's sizes follow the count).
 OVERRIDE_MERGE = ("args", "env", "run")
 OVERRIDE_REPLACE = ("image", "kernel_backend", "requires")
-OVERRIDE_KEYS = OVERRIDE_MERGE + OVERRIDE_REPLACE
+OVERRIDE_SHAPE = "shape"
+OVERRIDE_KEYS = OVERRIDE_MERGE + OVERRIDE_REPLACE + (OVERRIDE_SHAPE,)
+SHAPE_TOPOLOGIES = ("pair", "triangle", "ring", "switched")
 
 
 def default_name(topology: Any, nodes: int) -> Optional[str]:
@@ -265,7 +268,30 @@ def override_errors(overrides: Any) -> List[Tuple[str, str]]:
                                                f"(one of {', '.join(OVERRIDE_KEYS)})"))
         elif key in OVERRIDE_MERGE and not isinstance(value, Mapping):
             errors.append((f"overrides.{key}", f"must be a mapping merged over the profile's {key}, got {value!r}"))
+        elif key == OVERRIDE_SHAPE:
+            errors += _shape_errors(value)
     return errors
+
+
+def _shape_errors(value: Any) -> List[Tuple[str, str]]:
+    if (not isinstance(value, Mapping) or set(value) != {"topology", "nodes"}
+            or value["topology"] not in SHAPE_TOPOLOGIES or isinstance(value["nodes"], bool)
+            or not isinstance(value["nodes"], int) or value["nodes"] < 1):
+        return [(f"overrides.{OVERRIDE_SHAPE}", f"must be {{topology: {'|'.join(SHAPE_TOPOLOGIES)}, nodes: <count>}}, "
+                                                f"got {value!r}")]
+    return []
+
+
+def _reshape(profile: Dict[str, Any], shape: Mapping[str, Any]) -> None:
+    """The topology and node count a site serves the profile on, with the engine sizes that follow the count
+    (as every promoted profile couples them); an args override after this still wins, and is refused if it
+    contradicts the count."""
+    nodes = int(shape["nodes"])
+    profile["topology"], profile["nodes"] = str(shape["topology"]), nodes
+    profile["args"]["--tensor-parallel-size"] = profile["args"]["--nnodes"] = nodes
+    draft = profile["args"].get("--speculative-config")
+    if isinstance(draft, dict) and "draft_tensor_parallel_size" in draft:
+        draft["draft_tensor_parallel_size"] = nodes
 
 
 def _merge(base: Dict[str, Any], changes: Mapping[str, Any]) -> None:
@@ -292,6 +318,8 @@ def resolve(name: str, overrides: Mapping[str, Any]) -> Dict[str, Any]:
         apply_backend(profile, backend)
     else:
         profile["kernel_backend"] = backend
+    if OVERRIDE_SHAPE in overrides:
+        _reshape(profile, overrides[OVERRIDE_SHAPE])
     for key in OVERRIDE_MERGE:
         _merge(profile[key], overrides.get(key) or {})
     for key in ("image", "requires"):
