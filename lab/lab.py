@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Bring the sparkfleet lab up or down from an inventory's rendered plan.
 
-The lab stands in for DGX Sparks: one systemd container per planned host, a management network carrying
-each node's management address, and one internal Docker network per cable path (exact planned /24,
-MTU 9000) whose interfaces are renamed to the planned ConnectX-7 netdev names and left without an
-address, like a fresh Spark port. Every object carries the label ``sparkfleet.lab=<lab name>`` so that
-teardown removes exactly what the lab created.
+The lab stands in for DGX Sparks: one systemd container per planned host of every serving group, a
+management network carrying each node's management address, and one internal Docker network per cable path
+or switch rail (exact planned /24, MTU 9000) whose interfaces are renamed to the planned ConnectX-7 netdev
+names and left without an address, like a fresh Spark port. Every object carries the label
+``sparkfleet.lab=<lab name>`` so that teardown removes exactly what the lab created.
 
 Ansible reaches the nodes as it reaches Sparks: SSH to the management address as root, with pipelining
 and one persistent master per node. The lab's own key pair and the nodes' host keys live in
@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 COLLECTION = ROOT / "collections" / "ansible_collections" / "sparkfleet" / "spark"
 CGROUP_ENV = "SPARK_LAB_CGROUP"
 LLDP_FWD_MASK = 1 << 0x0E
+CABLE, RAIL = "cable", "rail"
 LOCK_FILE = Path(os.environ.get("SPARK_LAB_LOCK", "/run/lock/sparkfleet-lab.lock"))
 SESSION_ENV = "SPARK_LAB_SESSION"
 SYSTEMD_TIMEOUT = int(os.environ.get("SPARK_LAB_SYSTEMD_TIMEOUT", "180"))
@@ -73,13 +74,17 @@ class Endpoint:
 
 
 @dataclass(frozen=True)
-class CablePath:
-    """One cable path = one /24 shared by exactly two endpoints."""
+class FabricNetwork:
+    """One planned fabric /24 as an internal Docker network: a cable path (exactly two ends) or a switch rail
+    (every node on the switch)."""
 
+    kind: str  # CABLE or RAIL
     network: str
     subnet: str
     gateway: str
-    ends: tuple[Endpoint, Endpoint]
+    ends: tuple[Endpoint, ...]
+    # A cable carries LLDP between its two ends; a switch does not forward it from one host to another.
+    forward_lldp: bool
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,15 @@ class LabPlan:
     mgmt_subnet: str
     mgmt_gateway: str
     nodes: list[Node]
-    cables: list[CablePath] = field(default_factory=list)
+    fabric: list[FabricNetwork] = field(default_factory=list)
+
+    @property
+    def cables(self) -> list[FabricNetwork]:
+        return [n for n in self.fabric if n.kind == CABLE]
+
+    @property
+    def rails(self) -> list[FabricNetwork]:
+        return [n for n in self.fabric if n.kind == RAIL]
 
 
 @dataclass(frozen=True)
@@ -135,29 +148,69 @@ def mgmt_subnet(nodes: list[dict[str, Any]]) -> ipaddress.IPv4Network:
     return nets.pop()
 
 
-def cable_paths(name: str, nodes: list[dict[str, Any]]) -> list[CablePath]:
-    """Group the planned interfaces by subnet; each subnet must have exactly two ends on two hosts."""
-    ends: dict[str, list[Endpoint]] = {}
-    for node in nodes:
+def plan_kind(plan: dict[str, Any]) -> str:
+    """A switched plan puts every node of a rail on one /24; every other topology cables pairs of nodes."""
+    return RAIL if plan.get("topology") == "switched" else CABLE
+
+
+def plan_ends(plan: dict[str, Any]) -> Iterator[tuple[str, Endpoint]]:
+    """(subnet, end) of every planned fabric interface of one plan."""
+    for node in plan["nodes"]:
         for iface in node["interfaces"]:
-            subnet = str(ipaddress.ip_interface(iface["address"]).network)
-            address = str(ipaddress.ip_interface(iface["address"]).ip)
-            ends.setdefault(subnet, []).append(Endpoint(node["host"], iface["netdev"], address))
-    cables = []
-    for subnet in sorted(ends, key=lambda s: ipaddress.ip_network(s)):
-        pair = ends[subnet]
-        if len(pair) != 2 or pair[0].host == pair[1].host:
-            where = ", ".join(f"{e.host}:{e.netdev}" for e in pair)
-            raise LabError(f"cable subnet {subnet} must join exactly two hosts, plan has: {where}")
-        used = {e.address for e in pair}
+            address = ipaddress.ip_interface(iface["address"])
+            yield str(address.network), Endpoint(node["host"], iface["netdev"], str(address.ip))
+
+
+def fabric_ends(plans: list[dict[str, Any]]) -> dict[str, tuple[str, list[Endpoint]]]:
+    """Every planned interface of every group by subnet, with the kind of network its plan makes of it.
+
+    Switched groups on the same rails share the subnets, so the ends of a rail come from several plans. Cabled
+    groups may reuse subnets on cables of their own, but Docker refuses two networks of one subnet."""
+    by_subnet: dict[str, tuple[str, list[Endpoint]]] = {}
+    group_of: dict[str, str] = {}  # the first group planning each subnet, to name both in a conflict
+    for plan in plans:
+        kind, group = plan_kind(plan), str(plan.get("group") or plan.get("topology"))
+        for subnet, end in plan_ends(plan):
+            seen, ends = by_subnet.setdefault(subnet, (kind, []))
+            first = group_of.setdefault(subnet, group)
+            if seen != kind:
+                raise LabError(f"subnet {subnet} is a {seen} of group {first} and a {kind} of group {group}: "
+                               "one Docker network cannot be both")
+            if kind == CABLE and first != group:
+                raise LabError(f"cable subnet {subnet} is planned by groups {first} and {group}: their cables are "
+                               "apart, but one Docker engine cannot hold two networks of one subnet")
+            ends.append(end)
+    return by_subnet
+
+
+def check_ends(kind: str, subnet: str, ends: list[Endpoint]) -> None:
+    """A cable joins exactly two hosts; a rail joins two or more, each host and address once."""
+    hosts, addresses = {e.host for e in ends}, {e.address for e in ends}
+    where = ", ".join(f"{e.host}:{e.netdev}" for e in ends)
+    if kind == CABLE and (len(ends) != 2 or len(hosts) != 2):
+        raise LabError(f"cable subnet {subnet} must join exactly two hosts, plan has: {where}")
+    if kind == RAIL and (len(ends) < 2 or len(hosts) != len(ends) or len(addresses) != len(ends)):
+        raise LabError(f"switch rail {subnet} must join two or more hosts, each once at its own address, "
+                       f"plan has: {where}")
+
+
+def fabric_networks(name: str, plans: list[dict[str, Any]]) -> list[FabricNetwork]:
+    """One Docker network per planned fabric subnet, in subnet order."""
+    networks = []
+    by_subnet = fabric_ends(plans)
+    for subnet in sorted(by_subnet, key=ipaddress.ip_network):
+        kind, ends = by_subnet[subnet]
+        check_ends(kind, subnet, ends)
         base = subnet.split("/", 1)[0].rsplit(".", 1)[0]
-        cables.append(CablePath(
-            network=f"{PREFIX}-{name}-cable-{base}",
+        networks.append(FabricNetwork(
+            kind=kind,
+            network=f"{PREFIX}-{name}-{kind}-{base}",
             subnet=subnet,
-            gateway=free_gateway(ipaddress.ip_network(subnet), used),
-            ends=(pair[0], pair[1]),
+            gateway=free_gateway(ipaddress.IPv4Network(subnet), {e.address for e in ends}),
+            ends=tuple(ends),
+            forward_lldp=kind == CABLE,
         ))
-    return cables
+    return networks
 
 
 def node_renderer(index: int, count: int) -> str:
@@ -167,11 +220,15 @@ def node_renderer(index: int, count: int) -> str:
     return NETWORKMANAGER if count > 1 and index == count - 1 else NETWORKD
 
 
-def lab_plan(name: str, plan: dict[str, Any]) -> LabPlan:
-    """Translate the rendered cluster plan into the lab's Docker objects."""
-    nodes = plan.get("nodes") or []
+def lab_plan(name: str, plans: list[dict[str, Any]]) -> LabPlan:
+    """Translate the rendered plans of every serving group into the lab's Docker objects."""
+    nodes = [n for plan in plans for n in plan.get("nodes") or []]
     if not nodes:
         raise LabError("plan.json has no nodes")
+    hosts = [n["host"] for n in nodes]
+    twice = sorted({h for h in hosts if hosts.count(h) > 1})
+    if twice:
+        raise LabError(f"planned in more than one serving group: {', '.join(twice)}")
     subnet = mgmt_subnet(nodes)
     return LabPlan(
         name=name,
@@ -180,7 +237,7 @@ def lab_plan(name: str, plan: dict[str, Any]) -> LabPlan:
         mgmt_gateway=free_gateway(subnet, {n["mgmt_address"] for n in nodes}),
         nodes=[Node(n["host"], n["mgmt_address"], n["mgmt_interface"], node_renderer(i, len(nodes)))
                for i, n in enumerate(nodes)],
-        cables=cable_paths(name, nodes),
+        fabric=fabric_networks(name, plans),
     )
 
 
@@ -391,26 +448,42 @@ def render_inputs_hash(inventory: Path) -> str:
     return digest.hexdigest()
 
 
-def render_plan(inventory: Path, out_dir: Path) -> dict[str, Any]:
-    """Run the project's render playbook: the lab never recomputes cable addresses itself.
+def plan_files(out_dir: Path) -> list[Path]:
+    """The plans of a render: its plan.json (one serving group), else every <group>/plan.json by group name."""
+    top = out_dir / "plan.json"
+    return [top] if top.is_file() else sorted(out_dir.glob("*/plan.json"))
+
+
+def read_plans(out_dir: Path) -> list[dict[str, Any]]:
+    files = plan_files(out_dir)
+    if not files:
+        raise LabError(f"{out_dir} holds no plan.json nor <group>/plan.json")
+    return [json.loads(f.read_text()) for f in files]
+
+
+def render_plan(inventory: Path, out_dir: Path) -> list[dict[str, Any]]:
+    """Run the project's render playbook and return the plan of every serving group: the lab never recomputes
+    fabric addresses itself.
 
     Skipped when neither the inventory nor the planning code changed since the last render.
     """
     out_dir = out_dir.resolve()  # ansible-playbook resolves a relative spark_render_dir from playbooks/
-    stamp, plan_file = out_dir / ".inputs", out_dir / "plan.json"
+    stamp = out_dir / ".inputs"
     inputs = render_inputs_hash(inventory)
-    if plan_file.exists() and stamp.exists() and stamp.read_text() == inputs:
-        return json.loads(plan_file.read_text())
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stamp.unlink(missing_ok=True)
+    if plan_files(out_dir) and stamp.exists() and stamp.read_text() == inputs:
+        return read_plans(out_dir)
+    # A fresh directory: the plans read back are this render's, never a group an earlier inventory had.
+    shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.mkdir(parents=True)
     playbook = ROOT / "playbooks" / "render.yml"
     binary = Path(sys.executable).parent / "ansible-playbook"
     proc = sh([str(binary if binary.exists() else "ansible-playbook"), "-i", str(inventory), str(playbook),
                "-e", f"spark_render_dir={out_dir}"], check=False)
     if proc.returncode != 0:
         raise LabError(f"render of {inventory} failed:\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+    plans = read_plans(out_dir)
     stamp.write_text(inputs)
-    return json.loads(plan_file.read_text())
+    return plans
 
 
 def write_inventory(source: Path, dest: Path, lab: LabPlan, access: Access) -> Path:
@@ -450,14 +523,15 @@ def create_networks(lab: LabPlan) -> None:
     tag = ["--label", f"{LABEL}={lab.name}"]
     sh(["docker", "network", "create", *tag, "--subnet", lab.mgmt_subnet, "--gateway", lab.mgmt_gateway,
         lab.mgmt_network])
-    for cable in lab.cables:
+    for net in lab.fabric:
         sh(["docker", "network", "create", *tag, "--internal", "-o", "com.docker.network.driver.mtu=9000",
-            "--subnet", cable.subnet, "--gateway", cable.gateway, cable.network])
-        forward_lldp(cable.network)
+            "--subnet", net.subnet, "--gateway", net.gateway, net.network])
+        if net.forward_lldp:
+            forward_lldp(net.network)
 
 
 def forward_lldp(network: str) -> None:
-    """Let LLDP frames cross the cable network's bridge, as they cross a real cable.
+    """Let LLDP frames cross a cable network's bridge, as they cross a real cable.
 
     A Linux bridge drops IEEE link-local group frames by default; bit 14 of group_fwd_mask is
     01:80:c2:00:00:0e (LLDP), which the kernel allows forwarding.
@@ -470,9 +544,9 @@ def create_nodes(lab: LabPlan, image: str, cgroup: str) -> None:
     for node in lab.nodes:
         sh(["docker", "volume", "create", "--label", f"{LABEL}={lab.name}", volume_name(lab, node)])
         sh(run_args(lab, node, image, cgroup))
-    for cable in lab.cables:
-        for end in cable.ends:
-            sh(["docker", "network", "connect", "--ip", end.address, cable.network, end.host])
+    for net in lab.fabric:
+        for end in net.ends:
+            sh(["docker", "network", "connect", "--ip", end.address, net.network, end.host])
 
 
 def container_pid(host: str) -> int:
@@ -481,15 +555,15 @@ def container_pid(host: str) -> int:
 
 def rename_interfaces(lab: LabPlan, node: Node) -> None:
     """From the host, in the node's network namespace: management → its planned name (address and
-    default route kept); every cable interface → its planned netdev, address removed, link up."""
+    default route kept); every fabric interface → its planned netdev, address removed, link up."""
     pid = str(container_pid(node.host))
     # The node's own `ip` (its mount namespace), so the host needs no iproute2.
     netns = ["nsenter", "-t", pid, "-m", "-n", "--", "ip"]
     addrs = json.loads(sh([*netns, "-j", "address"]).stdout)
-    cables = [(interface_by_address(addrs, e.address), e.netdev)
-              for c in lab.cables for e in c.ends if e.host == node.host]
+    ports = [(interface_by_address(addrs, e.address), e.netdev)
+             for n in lab.fabric for e in n.ends if e.host == node.host]
     mgmt = interface_by_address(addrs, node.mgmt_address)
-    sh([*netns, "-batch", "-"], stdin=rename_batch(cables, keep_address=False)
+    sh([*netns, "-batch", "-"], stdin=rename_batch(ports, keep_address=False)
        + rename_batch([(mgmt, node.mgmt_interface)], keep_address=True))
     # Link down dropped the default route of the management interface.
     sh([*netns, "route", "replace", "default", "via", lab.mgmt_gateway, "dev", node.mgmt_interface])
@@ -609,8 +683,8 @@ def lab_record(lab: LabPlan, args: argparse.Namespace, cgroup: str) -> str:
         "name": lab.name, "node_image": args.node_image, "base_image": args.base_image, "cgroup": cgroup,
         "mgmt": {"network": lab.mgmt_network, "subnet": lab.mgmt_subnet, "gateway": lab.mgmt_gateway},
         "nodes": [n.__dict__ for n in lab.nodes],
-        "cables": [{"network": c.network, "subnet": c.subnet, "gateway": c.gateway,
-                    "ends": [e.__dict__ for e in c.ends]} for c in lab.cables],
+        "fabric": [{"kind": n.kind, "network": n.network, "subnet": n.subnet, "gateway": n.gateway,
+                    "forward_lldp": n.forward_lldp, "ends": [e.__dict__ for e in n.ends]} for n in lab.fabric],
     }, indent=2) + "\n"
 
 
@@ -627,7 +701,8 @@ def up(args: argparse.Namespace) -> None:
     phases.done("cleanup")
     cgroup = cgroup_mount(sh(["stat", "-fc", "%T", "/sys/fs/cgroup"]).stdout.strip(),
                           os.environ.get(CGROUP_ENV, "auto"))
-    log(f"{lab.name}: {len(lab.nodes)} nodes, {len(lab.cables)} cable paths, cgroup mount {cgroup}")
+    log(f"{lab.name}: {len(lab.nodes)} nodes, {len(lab.cables)} cable paths, {len(lab.rails)} switch rails, "
+        f"cgroup mount {cgroup}")
     create_networks(lab)
     create_nodes(lab, args.node_image, cgroup)
     for node in lab.nodes:

@@ -1,7 +1,8 @@
 # Fabric: role sparkfleet.spark.fabric, playbooks/fabric.yml, playbooks/fabric-restore.yml (its README.md).
 #   make test-fabric-lab TOPOLOGY=tp3   one lab session: converge, idempotence, check mode, verify, faults (swapped
 #                                       cables, device policy, restore) and serving-guard tests (molecule/fabric/), then
-#                                       lab-down. A lab session (the one lab lock, mk/lab.mk); waits (never tears
+#                                       lab-down. TOPOLOGY=sw4: two serving groups on one switch, verify and a port
+#                                       on the wrong rail (switched.yml). A lab session (the one lab lock, mk/lab.mk); waits (never tears
 #                                       down) while a lab someone else started is up (FABRIC_LAB_WAIT s).
 # Unit tests (tests/unit/test_fabric_*.py) run in `make unit`. In `make test` the site scenarios run the same
 # steps: the site scenario's verify imports molecule/fabric/*.yml on tp3 (molecule/site/README.md).
@@ -10,10 +11,14 @@
 FABRIC_LAB_WAIT ?= 1800
 FABRIC_LAB_INV = $(LAB_STATE)/$(TOPOLOGY)/inventory
 FABRIC_PLAYBOOK = $(BIN)/ansible-playbook -i $(FABRIC_LAB_INV)
+# The checks after converge, idempotence and check mode (molecule/fabric/<step>.yml). The switched lab (two
+# serving groups on one switch) has no cable to swap: its fault is a port on the wrong rail.
+FABRIC_LAB_STEPS := verify faults serving-guard
+FABRIC_LAB_STEPS_sw4 := verify switched
 
 .PHONY: test-fabric-lab fabric-lab-session
 
-test-fabric-lab: setup lab-image ## Fabric converge/idempotence/verify/swap/restore on one lab (TOPOLOGY=tp3|tp4)
+test-fabric-lab: setup lab-image ## Fabric converge/idempotence/verify/swap/restore on one lab (TOPOLOGY=tp3|tp4|sw4)
 	$(LAB_SESSION) $(MAKE) --no-print-directory fabric-lab-session TOPOLOGY=$(TOPOLOGY)
 
 fabric-lab-session:
@@ -32,7 +37,7 @@ fabric-lab-session:
 	  grep -E '^(changed|TASK)' $(BUILD)/fabric-idempotence.log | grep -B1 '^changed' ; echo "fabric: second run changed something"; exit 1; fi; \
 	echo "=== fabric check mode"; $(FABRIC_PLAYBOOK) playbooks/fabric.yml --check --diff >$(BUILD)/fabric-check.log || { tail -40 $(BUILD)/fabric-check.log; exit 1; }; \
 	if grep -E '^(dgx|localhost).*changed=[1-9]' $(BUILD)/fabric-check.log; then echo "fabric: check mode reported changes"; exit 1; fi; \
-	for step in verify faults serving-guard; do \
+	for step in $(or $(FABRIC_LAB_STEPS_$(TOPOLOGY)),$(FABRIC_LAB_STEPS)); do \
 	  echo "=== fabric $$step"; \
 	  $(FABRIC_PLAYBOOK) molecule/fabric/$$step.yml >$(BUILD)/fabric-$$step.log || { tail -60 $(BUILD)/fabric-$$step.log; exit 1; }; \
 	done; \

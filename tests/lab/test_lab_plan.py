@@ -1,9 +1,11 @@
 """The lab bring-up's pure side: rendered plan → Docker objects, names, mounts, renames, lab inventory.
 
-The plan fixtures are real output of playbooks/render.yml for inventories/tp3-triangle and tp4-ring.
+The plan fixtures are real output of playbooks/render.yml for inventories/tp3-triangle and tp4-ring; the switched
+plans are built here in the shape render.yml gives lab/inventories/sw4-two-pairs (one plan per serving group).
 """
 from __future__ import annotations
 
+import argparse
 import copy
 import importlib.util
 import json
@@ -35,7 +37,7 @@ def plan(name: str) -> dict[str, Any]:
 
 
 def test_triangle_has_six_cable_networks_with_exact_subnets() -> None:
-    lp = lab.lab_plan("tp3", plan("tp3"))
+    lp = lab.lab_plan("tp3", [plan("tp3")])
     assert [c.subnet for c in lp.cables] == [
         "10.12.1.0/24", "10.12.2.0/24", "10.13.1.0/24", "10.13.2.0/24", "10.23.1.0/24", "10.23.2.0/24"]
     assert {c.gateway for c in lp.cables} == {f"{c.subnet.rsplit('.', 1)[0]}.254" for c in lp.cables}
@@ -47,7 +49,7 @@ def test_triangle_has_six_cable_networks_with_exact_subnets() -> None:
 
 
 def test_ring_cables_only_join_neighbours() -> None:
-    lp = lab.lab_plan("tp4", plan("tp4"))
+    lp = lab.lab_plan("tp4", [plan("tp4")])
     pairs = {tuple(sorted(e.host for e in c.ends)) for c in lp.cables}
     assert pairs == {("dgx1", "dgx2"), ("dgx2", "dgx3"), ("dgx3", "dgx4"), ("dgx1", "dgx4")}
     assert len(lp.cables) == 8
@@ -55,30 +57,151 @@ def test_ring_cables_only_join_neighbours() -> None:
 
 
 def test_management_network_covers_the_addresses_with_a_free_gateway() -> None:
-    lp = lab.lab_plan("tp3", plan("tp3"))
+    lp = lab.lab_plan("tp3", [plan("tp3")])
     assert (lp.mgmt_subnet, lp.mgmt_gateway, lp.mgmt_network) == ("10.0.1.0/24", "10.0.1.254", "sparkfleet-tp3-mgmt")
     data = plan("tp3")
     data["nodes"][2]["mgmt_address"] = "10.0.1.254"
-    assert lab.lab_plan("tp3", data).mgmt_gateway == "10.0.1.253"
+    assert lab.lab_plan("tp3", [data]).mgmt_gateway == "10.0.1.253"
 
 
 def test_management_addresses_in_two_subnets_are_refused_naming_hosts() -> None:
     data = plan("tp3")
     data["nodes"][1]["mgmt_address"] = "10.0.2.72"
     with pytest.raises(lab.LabError, match=r"dgx2=10\.0\.2\.72"):
-        lab.lab_plan("tp3", data)
+        lab.lab_plan("tp3", [data])
 
 
 def test_a_subnet_with_three_ends_is_refused() -> None:
     data = plan("tp3")
     data["nodes"][2]["interfaces"].append(copy.deepcopy(data["nodes"][0]["interfaces"][0]))
     with pytest.raises(lab.LabError, match=r"10\.12\.1\.0/24 must join exactly two hosts"):
-        lab.lab_plan("tp3", data)
+        lab.lab_plan("tp3", [data])
 
 
 def test_empty_plan_is_refused() -> None:
     with pytest.raises(lab.LabError, match="no nodes"):
-        lab.lab_plan("tp3", {"topology": "triangle", "nodes": []})
+        lab.lab_plan("tp3", [{"topology": "triangle", "nodes": []}])
+
+
+# (port, path, netdev, rdma) of each rail, as render.yml plans a switched Spark
+RAILS = [(0, 1, "enp1s0f0np0", "rocep1s0f0"), (0, 2, "enP2p1s0f0np0", "roceP2p1s0f0"),
+         (1, 1, "enp1s0f1np1", "rocep1s0f1"), (1, 2, "enP2p1s0f1np1", "roceP2p1s0f1")]
+SW4_RAILS = ["10.100.1.0/24", "10.100.2.0/24", "10.101.1.0/24", "10.101.2.0/24"]
+
+
+def switched(group: str, node_ids: list[int]) -> dict[str, Any]:
+    """The plan of a switched serving group: on every rail each node has 10.10<port>.<path>.<node id>/24, and no
+    interface names a peer."""
+    nodes = [{"host": f"dgx{i}", "node_id": i, "rank": rank, "mgmt_address": f"10.0.1.7{i}", "mgmt_interface": "enP7s7",
+              "interfaces": [{"address": f"10.10{port}.{path}.{i}/24", "subnet": f"10.10{port}.{path}.0/24",
+                              "netdev": netdev, "rdma": rdma, "port": port, "path": path}
+                             for port, path, netdev, rdma in RAILS]}
+             for rank, i in enumerate(node_ids)]
+    return {"group": group, "topology": "switched", "nodes": nodes}
+
+
+def test_each_switch_rail_is_one_network_joining_the_nodes_of_both_groups() -> None:
+    lp = lab.lab_plan("sw4", [switched("pair_a", [1, 2]), switched("pair_b", [3, 4])])
+    assert lp.cables == []
+    assert [r.subnet for r in lp.rails] == SW4_RAILS
+    assert [r.network for r in lp.rails] == [
+        "sparkfleet-sw4-rail-10.100.1", "sparkfleet-sw4-rail-10.100.2",
+        "sparkfleet-sw4-rail-10.101.1", "sparkfleet-sw4-rail-10.101.2"]
+    assert all(r.kind == "rail" and r.gateway == f"{r.subnet.rsplit('.', 1)[0]}.254" for r in lp.rails)
+    first = lp.rails[0]
+    assert first.ends == tuple(lab.Endpoint(f"dgx{i}", "enp1s0f0np0", f"10.100.1.{i}") for i in (1, 2, 3, 4))
+    # every node gets each planned netdev once, on its own rail
+    for node in ("dgx1", "dgx4"):
+        assert sorted(e.netdev for r in lp.rails for e in r.ends if e.host == node) == sorted(r[2] for r in RAILS)
+    assert [(n.host, n.mgmt_address, n.renderer) for n in lp.nodes] == [
+        ("dgx1", "10.0.1.71", "networkd"), ("dgx2", "10.0.1.72", "networkd"),
+        ("dgx3", "10.0.1.73", "networkd"), ("dgx4", "10.0.1.74", "NetworkManager")]
+    assert lp.mgmt_subnet == "10.0.1.0/24"
+
+
+def test_rails_forward_no_lldp_and_cables_do() -> None:
+    rails = lab.lab_plan("sw4", [switched("pair_a", [1, 2]), switched("pair_b", [3, 4])])
+    assert rails.rails and not [r for r in rails.rails if r.forward_lldp]
+    cables = lab.lab_plan("tp3", [plan("tp3")])
+    assert cables.cables and all(c.forward_lldp for c in cables.cables)
+    record = json.loads(lab.lab_record(rails, argparse.Namespace(node_image="n", base_image="b"), "cgroup"))
+    assert {(n["kind"], n["forward_lldp"], len(n["ends"])) for n in record["fabric"]} == {("rail", False, 4)}
+
+
+def test_a_subnet_cabled_in_one_group_and_switched_in_another_is_refused() -> None:
+    cabled = {**plan("tp3"), "group": "tri"}
+    rail = switched("sw", [5, 6])
+    rail["nodes"][0]["interfaces"][0]["address"] = "10.12.1.5/24"
+    rail["nodes"][1]["interfaces"][0]["address"] = "10.12.1.6/24"
+    with pytest.raises(lab.LabError, match=r"10\.12\.1\.0/24 is a cable of group tri and a rail of group sw"):
+        lab.lab_plan("mix", [cabled, rail])
+    with pytest.raises(lab.LabError, match=r"10\.12\.1\.0/24 is a rail of group sw and a cable of group tri"):
+        lab.lab_plan("mix", [rail, cabled])
+
+
+def test_a_switch_rail_with_one_end_is_refused() -> None:
+    with pytest.raises(lab.LabError, match=r"rail 10\.100\.1\.0/24 must join two or more hosts.*: dgx1:enp1s0f0np0$"):
+        lab.lab_plan("sw1", [switched("solo", [1])])
+
+
+def test_two_cabled_groups_reusing_a_subnet_are_refused() -> None:
+    # Apart in reality (cables never cross groups), but Docker refuses two networks of one subnet.
+    ring = {**plan("tp4"), "group": "ring"}
+    tri = copy.deepcopy({**plan("tp3"), "group": "tri"})
+    for i, node in enumerate(tri["nodes"]):
+        node["host"], node["mgmt_address"] = f"tb{i + 1}", f"10.0.1.8{i + 1}"
+    with pytest.raises(lab.LabError, match=r"cable subnet 10\.12\.1\.0/24 is planned by groups ring and tri"):
+        lab.lab_plan("mix", [ring, tri])
+
+
+def test_a_host_in_two_groups_is_refused() -> None:
+    with pytest.raises(lab.LabError, match="more than one serving group: dgx2$"):
+        lab.lab_plan("sw", [switched("pair_a", [1, 2]), switched("pair_b", [2, 3])])
+
+
+def write_plan(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
+def test_plans_of_several_groups_are_read_in_group_order(tmp_path: Path) -> None:
+    write_plan(tmp_path / "pair_b" / "plan.json", switched("pair_b", [3, 4]))
+    write_plan(tmp_path / "pair_a" / "plan.json", switched("pair_a", [1, 2]))
+    (tmp_path / "pair_a" / "dgx1").mkdir()
+    (tmp_path / "pair_a" / "dgx1" / "netplan.yaml").write_text("network: {}\n")
+    (tmp_path / ".inputs").write_text("stamp")
+    assert lab.plan_files(tmp_path) == [tmp_path / "pair_a" / "plan.json", tmp_path / "pair_b" / "plan.json"]
+    lp = lab.lab_plan("sw4", lab.read_plans(tmp_path))
+    assert [n.host for n in lp.nodes] == ["dgx1", "dgx2", "dgx3", "dgx4"]
+    assert [r.subnet for r in lp.rails] == SW4_RAILS
+    # one serving group: its plan.json stands alone
+    write_plan(tmp_path / "plan.json", plan("tp3"))
+    assert lab.plan_files(tmp_path) == [tmp_path / "plan.json"]
+    with pytest.raises(lab.LabError, match="no plan.json"):
+        lab.read_plans(tmp_path / "empty")
+
+
+def test_render_is_skipped_while_the_stamp_matches_and_starts_afresh_otherwise(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "render"
+    renders: list[list[str]] = []
+
+    def fake_render(args: list[str], check: bool = True) -> subprocess.CompletedProcess[str]:
+        renders.append(args)
+        write_plan(out / "pair_a" / "plan.json", switched("pair_a", [1, 2]))
+        write_plan(out / "pair_b" / "plan.json", switched("pair_b", [3, 4]))
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+    monkeypatch.setattr(lab, "sh", fake_render)
+    monkeypatch.setattr(lab, "render_inputs_hash", lambda inventory: "inputs-1")
+    write_plan(out / "pair_old" / "plan.json", switched("pair_old", [7, 8]))  # an earlier inventory's group
+    (out / ".inputs").write_text("inputs-0")
+    first = lab.render_plan(tmp_path / "inv", out)
+    assert [p["group"] for p in first] == ["pair_a", "pair_b"]
+    assert len(renders) == 1 and f"spark_render_dir={out}" in renders[0]
+    assert (out / ".inputs").read_text() == "inputs-1" and not (out / "pair_old").exists()
+    assert lab.render_plan(tmp_path / "inv", out) == first
+    assert len(renders) == 1  # unchanged inputs: the plans on disk are used
 
 
 @pytest.mark.parametrize(("fs_type", "requested", "mount"), [
@@ -97,7 +220,7 @@ def test_unknown_cgroup_variant_is_refused() -> None:
 
 
 def test_node_runs_systemd_with_the_measured_capabilities_and_no_privilege() -> None:
-    lp = lab.lab_plan("tp3", plan("tp3"))
+    lp = lab.lab_plan("tp3", [plan("tp3")])
     args = lab.run_args(lp, lp.nodes[0], "sparkfleet-lab/node:abc", "/sys/fs/cgroup:/sys/fs/cgroup:ro")
     joined = " ".join(args)
     for flag in ("--name dgx1", "--hostname dgx1", "--label sparkfleet.lab=tp3", "--ip 10.0.1.71",
@@ -111,7 +234,7 @@ def test_node_runs_systemd_with_the_measured_capabilities_and_no_privilege() -> 
 
 @pytest.mark.parametrize("topology,hosts", [("tp3", ["dgx1", "dgx2", "dgx3"]), ("tp4", ["dgx1", "dgx2", "dgx3", "dgx4"])])
 def test_the_last_node_runs_networkmanager_with_ipv6_on_and_the_others_networkd(topology: str, hosts: list[str]) -> None:
-    lp = lab.lab_plan(topology, plan(topology))
+    lp = lab.lab_plan(topology, [plan(topology)])
     assert [(n.host, n.renderer) for n in lp.nodes] == \
         [(h, "networkd") for h in hosts[:-1]] + [(hosts[-1], "NetworkManager")]
     nm, networkd = lp.nodes[-1], lp.nodes[0]
@@ -124,7 +247,7 @@ def test_the_last_node_runs_networkmanager_with_ipv6_on_and_the_others_networkd(
 
 
 def test_networkmanager_leaves_the_management_interface_alone_and_adds_no_profile() -> None:
-    lp = lab.lab_plan("tp3", plan("tp3"))
+    lp = lab.lab_plan("tp3", [plan("tp3")])
     conf = lab.networkmanager_conf(lp.nodes[-1])
     assert "\n[main]\nno-auto-default=*\n" in conf
     unmanaged = conf.split("unmanaged-devices=", 1)[1].strip().split(";")
@@ -155,7 +278,7 @@ ACCESS = lab.Access(key=Path("/lab/.lab/tp3/ssh/id_ed25519"), known_hosts=Path("
 
 
 def test_lab_hosts_keep_every_variable_and_reach_nodes_over_ssh() -> None:
-    lp = lab.lab_plan("tp3", plan("tp3"))
+    lp = lab.lab_plan("tp3", [plan("tp3")])
     source = {"spark": {"hosts": {"dgx1": {"ansible_host": "192.168.9.9", "spark_rank": 0, "spark_node_id": 1}},
                         "children": {"heads": {"hosts": {"dgx1": None}}}}}
     out = lab.lab_hosts(source, lp, ACCESS)
@@ -191,7 +314,7 @@ def test_known_hosts_line_names_the_address_the_inventory_connects_to() -> None:
 
 
 def test_written_inventory_parses_with_the_shipped_group_vars(tmp_path: Path) -> None:
-    lp = lab.lab_plan("tp4", plan("tp4"))
+    lp = lab.lab_plan("tp4", [plan("tp4")])
     dest = lab.write_inventory(ROOT / "inventories" / "tp4-ring", tmp_path / "inventory", lp,
                                lab.Access.of(tmp_path, "tp4"))
     assert sorted(p.name for p in dest.iterdir()) == ["group_vars", "host_vars", "hosts.yml"]
@@ -209,7 +332,7 @@ def test_written_inventory_parses_with_the_shipped_group_vars(tmp_path: Path) ->
 
 
 def test_written_inventory_names_the_networkmanager_node(tmp_path: Path) -> None:
-    lp = lab.lab_plan("tp3", plan("tp3"))
+    lp = lab.lab_plan("tp3", [plan("tp3")])
     dest = lab.write_inventory(ROOT / "inventories" / "tp3-triangle", tmp_path / "inventory", lp,
                                lab.Access.of(tmp_path, "tp3"))
     listing = subprocess.run([str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(dest), "--list"],
