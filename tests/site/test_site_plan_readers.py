@@ -24,10 +24,11 @@ def test_nothing_assembles_a_part_of_the_site_plan(what: str) -> None:
     assert found == [], f"{what} comes from spark_site_plan"
 
 
-# The serve role plans the serving group of its play batch (the serving plays run one batch per group); the stages
+# The serve and doctor roles plan the serving group of their play batch (one batch per group); the stages
 # that act on every Spark (fabric, image, model, transfer keys) read every group's plan (spark_fabric_plans,
 # spark_site_fabric); every other reader plans group spark, the one serving group the other stages act on.
-BATCH_GROUP = COLLECTION / "roles" / "serve" / "tasks" / "plan.yml"
+BATCH_GROUP = {COLLECTION / "roles" / "serve" / "tasks" / "plan.yml": "groups, serve_group_of_batch",
+               COLLECTION / "roles" / "doctor" / "tasks" / "plan.yml": "groups, doctor_group"}
 PLAN_READ = re.compile(r"spark_site_plan\(|spark_fabric_plans\(groups\)|spark_site_fabric\(groups\)")
 
 
@@ -35,14 +36,17 @@ def test_the_plan_readers_name_their_serving_group() -> None:
     assert len([p for p in FILES if PLAN_READ.search(p.read_text())]) >= 10
     readers = [p for p in FILES if "spark_site_plan(" in p.read_text()]
     for path in readers:
-        expected = "groups, serve_group_of_batch" if path == BATCH_GROUP else "groups, 'spark'"
+        expected = BATCH_GROUP.get(path, "groups, 'spark'")
         for call in re.findall(r"spark_site_plan\(([^)]*)\)", path.read_text()):
             assert call == expected, f"{path.relative_to(ROOT)}: spark_site_plan({call})"
 
 
 def test_the_serve_role_plans_the_group_of_its_batch() -> None:
+    serve, doctor = BATCH_GROUP
     assert re.search(r"serve_group_of_batch: \"\{\{ hostvars \| sparkfleet\.spark\.spark_serving_group_of\(groups, "
-                     r"inventory_hostname\) \}\}\"", BATCH_GROUP.read_text())
+                     r"inventory_hostname\) \}\}\"", serve.read_text())
+    assert re.search(r"doctor_group: \"\{\{ hostvars \| sparkfleet\.spark\.spark_serving_group_of\(groups, "
+                     r"inventory_hostname\) \}\}\"", doctor.read_text())
 
 
 def test_the_endpoint_is_the_plans_head_everywhere_it_is_asked() -> None:
