@@ -120,3 +120,28 @@ def test_playbook_knobs_default_to_the_bench_library_and_follow_the_inventory(tm
                                        "-e", "spark_bench_max_samples=5"],
                            cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert _planned(typed) == "decode/json-c4, decode/json-c8"
+
+
+def test_playbook_measures_the_router_or_the_named_group_of_several(tmp_path: Path) -> None:
+    """An inventory of several serving groups: the router where it has one, the group named by spark_bench_group,
+    and otherwise a refusal naming the groups (lab/inventories/sw4-two-pairs: two groups of two on a switch)."""
+    serving = json.dumps({"spark_serve_profile": "tp3-r6-4k",
+                          "spark_serve_overrides": {"shape": {"topology": "switched", "nodes": 2}}})
+    playbook = [str(ROOT / ".venv" / "bin" / "ansible-playbook"), "playbooks/bench.yml", "--check",
+                "-i", "lab/inventories/sw4-two-pairs", "-e", serving, "-e", "spark_bench_monitor=false",
+                "-e", f"spark_bench_output_dir={tmp_path / 'out'}"]
+    router = tmp_path / "router.yml"
+    router.write_text("spark_router:\n  hosts:\n    dgx2: {}\n")
+
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(playbook + list(extra), cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+    refused = run()
+    assert refused.returncode != 0
+    assert ("the inventory has several serving groups (pair_a, pair_b) and no router: name the one to measure "
+            "(-e spark_bench_group=GROUP)") in refused.stdout + refused.stderr
+    assert "against http://10.0.1.73:8000" in run("-e", "spark_bench_group=pair_b").stdout
+    assert "against http://10.0.1.72:8080" in run("-i", str(router)).stdout
+    assert "against http://10.0.1.71:8000" in run("-i", str(router), "-e", "spark_bench_group=pair_a").stdout
+    unknown = run("-e", "spark_bench_group=pair_c")
+    assert "spark_bench_group pair_c is not a serving group of the inventory (pair_a, pair_b)" in unknown.stdout + unknown.stderr
