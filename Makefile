@@ -24,7 +24,7 @@ export PATH := $(BIN):$(PATH)
 # make test runs in two lanes, then what needs the machine to itself (test-labs):
 #   lane 1  site-tp3, three lab nodes; about a third of its CPU is idle while it waits on stand-ins, dockerd, systemd
 #   lane 2  TEST_TARGETS (no lab), then NODE_TEST_TARGETS one after another (a fourth lab node)
-#   alone   unit-timing (it asserts wall-clock figures), then site-tp4 (four lab nodes)
+#   alone   unit-timing (it asserts wall-clock figures), then site-tp4 and site-sw4 (four lab nodes each)
 # Run side by side with the one-node scenarios all at once, the static checks were slower than one after the
 # other (592 s against 545 s: both CPU-bound); beside site-tp3 they fill the CPU its waits leave.
 TEST_TARGETS := lint syntax render-check unit
@@ -122,14 +122,14 @@ test-lane: setup lab-image
 	@for t in $(LANE_TARGETS); do $(MAKE) --no-print-directory timed-$$t; done
 
 # Never more than four lab nodes at once. Each lane's output is printed whole when it ends.
-test-labs: setup lab-image ## Every lab scenario: site-tp3 beside the one-node scenarios, then site-tp4
+test-labs: setup lab-image ## Every lab scenario: site-tp3 beside the one-node scenarios, then site-tp4, site-sw4
 	@$(MAKE) --no-print-directory -j2 --output-sync=target timed-test-site-tp3 timed-test-lane
-	@for t in $(AFTER_LANES) test-site-tp4; do $(MAKE) --no-print-directory timed-$$t; done
+	@for t in $(AFTER_LANES) test-site-tp4 test-site-sw4; do $(MAKE) --no-print-directory timed-$$t; done
 
-test: ## Run every test (CI): site-tp3 beside the static checks and one-node scenarios, then unit-timing, site-tp4
+test: ## Run every test (CI): site-tp3 beside the static checks and one-node scenarios, then unit-timing, site-tp4, site-sw4
 	@all=$$(date +%s); \
 	  $(MAKE) --no-print-directory test-labs LANE_TARGETS="$(TEST_TARGETS) $(NODE_TEST_TARGETS)" AFTER_LANES=unit-timing; \
-	  echo "make test: $(TEST_TARGETS) $(NODE_TEST_TARGETS) unit-timing test-site-tp3 test-site-tp4 passed in $$(( $$(date +%s) - all )) s"
+	  echo "make test: $(TEST_TARGETS) $(NODE_TEST_TARGETS) unit-timing test-site-tp3 test-site-tp4 test-site-sw4 passed in $$(( $$(date +%s) - all )) s"
 
 clean: ## Remove build artifacts (keeps .venv)
 	rm -rf $(BUILD) .cache .pytest_cache

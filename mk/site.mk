@@ -1,23 +1,26 @@
 # site.yml end to end on the lab: the scenario molecule/site, run once per topology.
 #   make site-lab TOPOLOGY=tp4       lab-up + the test doubles site.yml needs (molecule/site/prepare.yml)
 #   make site-converge TOPOLOGY=tp4  site-lab, then site.yml against the lab inventory
-#   make test-site                   molecule test -s site on tp3 (every stage, operator check and failure test) and
-#                                    on tp4 (what the ring does differently; host stage and quick bench left
-#                                    out, molecule/site/README.md); docs/testing.md says where each behaviour runs
+#   make test-site                   molecule test -s site on tp3 (every stage, operator check and failure test), on
+#                                    tp4 (what the ring does differently; host stage and quick bench left out) and
+#                                    on sw4 (two serving groups on a switch behind the router; molecule/site/README.md);
+#                                    docs/testing.md says where each behaviour runs
 
-SITE_TOPOLOGIES := tp3 tp4
+SITE_TOPOLOGIES := tp3 tp4 sw4
 SITE_ARGS ?=
 # What each topology's run covers (molecule/site/molecule.yml reads them): the triangle every check and failure test,
 # the ring its stages and serving checks without the host stage, whose code does not read the topology.
 site_env_tp3 := SPARK_LAB_TOPOLOGY=tp3 SPARK_LAB_SITE_CHECKS=full
-site_env_tp4 := SPARK_LAB_TOPOLOGY=tp4 SPARK_LAB_SITE_CHECKS=serving SPARK_LAB_SITE_SKIP_TAGS=host SPARK_LAB_SITE_ROUTER=true
+site_env_tp4 := SPARK_LAB_TOPOLOGY=tp4 SPARK_LAB_SITE_CHECKS=serving SPARK_LAB_SITE_SKIP_TAGS=host
+# Two serving groups on one switch: their stages and serving checks, then the router in front of both (router.yml).
+site_env_sw4 := SPARK_LAB_TOPOLOGY=sw4 SPARK_LAB_SITE_CHECKS=serving SPARK_LAB_SITE_SKIP_TAGS=host SPARK_LAB_SITE_ROUTER=true
 # One lab session: the lab inventory (molecule links it before create), then molecule test, logged as site-<topology>.
 site_scenario = $(PY) $(LAB_DIR)/lab.py inventory --topology $(1) --inventory $(call lab_inventory_of,$(1)) \
 	  --state-dir $(LAB_STATE)/$(1) >/dev/null \
 	&& start=$$(date +%s) && (cd $(ROOT) && $(site_env_$(1)) $(LAB_SESSION) $(MOLECULE_TEST) site site-$(1)) \
 	&& echo "test-site: site-$(1) passed in $$(( $$(date +%s) - start ))s"
 
-.PHONY: site-lab site-converge test-site test-site-tp3 test-site-tp4
+.PHONY: site-lab site-converge test-site test-site-tp3 test-site-tp4 test-site-sw4
 
 # The lab benchmarks (bench-start, bench-converge) measure on a converged site lab. BENCH_LAB=reuse takes the
 # lab that is up (make site-converge TOPOLOGY=tp4 first) and leaves it up; by default each benchmark converges
@@ -43,5 +46,5 @@ test-site: setup lab-image ## molecule test of site.yml on the tp3 and tp4 labs
 	$(PY) $(LAB_DIR)/lab.py leftovers
 
 # One topology each (make test's test-labs runs them in its lanes).
-test-site-tp3 test-site-tp4: setup lab-image
+test-site-tp3 test-site-tp4 test-site-sw4: setup lab-image
 	@$(MAKE) --no-print-directory test-site SITE_TOPOLOGIES=$(@:test-site-%=%)
