@@ -33,7 +33,45 @@ def test_no_endpoint_says_why(plan: dict, match: str) -> None:
         head(plan)
 
 
+target = load_source("filter", "sparkfleet_bench").spark_bench_target
+ROUTER = {"url": "http://10.0.1.72:8080"}
+
+
+def two_groups() -> dict:
+    return {"pair_a": site_plan(), "pair_b": site_plan(spark_serve_api_port=8100)}
+
+
+@pytest.mark.parametrize("plans,router,group,via,expected", [
+    ({"spark": site_plan()}, None, "", False, ("http://10.0.1.71:8000", "spark")),
+    ({"spark": site_plan()}, ROUTER, "", False, ("http://10.0.1.71:8000", "spark")),
+    ({"spark": site_plan()}, ROUTER, "", True, ("http://10.0.1.72:8080", None)),
+    (two_groups(), ROUTER, "", False, ("http://10.0.1.72:8080", None)),
+    (two_groups(), ROUTER, "pair_b", False, ("http://10.0.1.71:8100", "pair_b")),
+    (two_groups(), None, "pair_b", False, ("http://10.0.1.71:8100", "pair_b")),
+    ({}, None, "", False, ("", None)),
+], ids=["one-group", "one-group-router-not-asked", "asked-router", "several-router", "named-group",
+        "named-group-no-router", "no-inventory"])
+def test_the_target_is_the_router_the_named_group_or_the_only_one(plans: dict, router: object, group: str, via: bool,
+                                                                  expected: tuple) -> None:
+    found = target(plans, router, group, via)
+    assert (found["url"], found["group"]) == expected
+    assert found["head"] == ({} if found["group"] is None else plans[found["group"]]["serve"]["head"])
+
+
+@pytest.mark.parametrize("plans,router,group,via,match", [
+    (two_groups(), None, "", False, r"several serving groups \(pair_a, pair_b\) and no router: name the one to measure"),
+    (two_groups(), ROUTER, "pair_c", False, r"spark_bench_group pair_c is not a serving group of the inventory \(pair_a, pair_b\)"),
+    ({"spark": site_plan()}, None, "", True, "spark_bench_via_router is true and the inventory has no group spark_router"),
+    ({"spark": site_plan()}, None, "", "true", "via_router must be a boolean"),
+    ([site_plan()], None, "", False, "expected {group: spark_site_plan}"),
+], ids=["several-no-router", "unknown-group", "asked-no-router", "string-switch", "not-plans"])
+def test_a_target_it_cannot_choose_says_why(plans: object, router: object, group: str, via: object, match: str) -> None:
+    with pytest.raises(AnsibleFilterError, match=match):
+        target(plans, router, group, via)
+
+
 monitors = load_source("filter", "sparkfleet_bench").spark_bench_monitors
+site_monitors = load_source("filter", "sparkfleet_bench").spark_bench_site_monitors
 
 
 def _plan(*nodes: tuple[str, int, str, object]) -> dict:
@@ -115,3 +153,12 @@ def test_bench_options_errors_name_host_and_option(given: dict, match: str) -> N
 def test_bench_options_refuse_a_non_mapping() -> None:
     with pytest.raises(AnsibleFilterError, match="dgx1: bench options must be a mapping, got list"):
         bench_options(["suites"], "dgx1")
+
+
+def test_site_monitors_watch_every_group_group_after_group() -> None:
+    hostvars = {h: {"ansible_host": a} for h, a in (("a1", "10.0.3.1"), ("a2", "10.0.3.2"), ("b1", "10.0.4.1"))}
+    plans = {"a": _plan(("a2", 1, "require", "3GiB"), ("a1", 0, "require", "3GiB")),
+             "b": _plan(("b1", 0, "available", None))}
+    assert [m["node"] for m in site_monitors(plans, hostvars)] == ["a1", "a2", "b1"]
+    with pytest.raises(AnsibleFilterError, match="expected {group: spark_site_plan}"):
+        site_monitors([], hostvars)

@@ -1,5 +1,4 @@
-"""validate.yml and render.yml on inventories of several serving groups (spark_serving_groups), and the stages that
-refuse them before touching a node."""
+"""validate.yml and render.yml on inventories of several serving groups (spark_serving_groups)."""
 from __future__ import annotations
 
 import json
@@ -110,18 +109,6 @@ def test_validate_and_render_refuse_a_bad_inventory_of_several_groups(tmp_path: 
     out = tmp_path / "out"
     assert play(inventory, "render.yml", "-e", f"spark_render_dir={out}").returncode != 0
     assert not out.exists(), "render must write nothing for an invalid inventory"
-
-
-@pytest.mark.parametrize("playbook", ["site.yml", "serve.yml", "fabric.yml", "doctor.yml"])
-def test_the_stages_refuse_several_groups_before_touching_a_node(playbook: str) -> None:
-    """The inventory's addresses reach no machine: a stage that tried one would report it unreachable."""
-    result = play(MIXED, f"../{playbook}" if playbook == "site.yml" else playbook)
-    assert result.returncode != 0
-    said = " ".join(result.stdout.split())
-    assert ("This inventory declares serving groups (spark_serving_groups: ring_a, triangle_b). Only validate.yml and "
-            "render.yml plan several groups") in said, result.stdout
-    assert "serving several groups from one inventory is not supported yet. Nothing was changed." in said
-    assert "UNREACHABLE" not in result.stdout and "ra1" not in result.stdout.split("PLAY RECAP")[-1]
 
 
 def test_a_ring_beside_a_switched_group_renders_serve_json_for_the_ring_only(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ several groups can need (each naming host or group and the variable), and one-gr
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any, Callable
 
 import pytest
@@ -13,6 +14,7 @@ from testlib import load_source
 fabric = load_source("filter", "sparkfleet_fabric")
 site = load_source("filter", "sparkfleet_site_plan")
 serving = load_source("filter", "sparkfleet_serving_groups")
+declaration = load_source("module_utils", "spark_serving_groups")
 
 Inventory = tuple[dict[str, dict[str, Any]], dict[str, list[str]]]
 
@@ -65,7 +67,7 @@ def test_one_group_is_validated_and_planned_as_before(declared: Any, change: Cal
             hv["spark_serving_groups"] = declared
     raw = fabric.spark_inventory(hostvars, groups["spark"])
     assert serving.spark_serving_validate(hostvars, groups) == fabric.spark_validate(raw) == expected
-    assert serving.spark_serving_stage_refusal(hostvars, groups) == ""
+    assert declaration.group_spark_refusal(hostvars, groups) == ""
     if not expected:
         plans = serving.spark_serving_plans(hostvars, groups)
         assert plans == {"spark": site.spark_site_plan(hostvars, groups, "spark")}
@@ -276,24 +278,23 @@ def test_an_invalid_declaration_is_raised_where_the_groups_are_read() -> None:
         serving.spark_serving_plans(hostvars, groups)
 
 
-# --- stages that act on group spark as one serving group -----------------------------------------------------
+# --- group spark has no plan of its own among several groups -------------------------------------------------
 
-def test_a_stage_asking_for_group_spark_is_refused_in_an_inventory_of_several_groups() -> None:
+def test_group_spark_has_no_plan_in_an_inventory_of_several_groups() -> None:
     hostvars, groups = inventory(("ring_a", "ring", 4), ("tri_b", "triangle", 3))
-    refusal = serving.spark_serving_stage_refusal(hostvars, groups)
-    assert refusal.startswith("This inventory declares serving groups (spark_serving_groups: ring_a, tri_b). Only "
-                              "validate.yml and render.yml plan several groups;")
-    assert "serving several groups from one inventory is not supported yet. Nothing was changed." in refusal
-    with pytest.raises(AnsibleFilterError, match=r"spark_site_plan: This inventory declares serving groups"):
+    with pytest.raises(AnsibleFilterError, match=re.escape(
+            "spark_site_plan: This inventory declares serving groups (spark_serving_groups: ring_a, tri_b): group spark "
+            "holds every Spark, not one engine, and has no plan of its own.")):
         site.spark_site_plan(hostvars, groups, "spark")
-    # A serving group's own plan is what validate and render use.
+    # A serving group's own plan is what every stage uses.
     assert site.spark_site_plan(hostvars, groups, "tri_b")["group"] == "tri_b"
 
 
-def test_an_invalid_declaration_refuses_the_stages_too() -> None:
+def test_an_invalid_declaration_leaves_group_spark_without_a_plan_too() -> None:
     hostvars, groups = triangle()
     declare("spark")((hostvars, groups))
-    assert "spark_serving_groups: an invalid list" in serving.spark_serving_stage_refusal(hostvars, groups)
+    with pytest.raises(AnsibleFilterError, match="spark_serving_groups: an invalid list"):
+        site.spark_site_plan(hostvars, groups, "spark")
 
 
 # --- where render writes ---------------------------------------------------------------------------------------

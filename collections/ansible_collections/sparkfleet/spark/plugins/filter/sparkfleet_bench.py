@@ -1,8 +1,9 @@
-"""Pure helpers of the bench playbooks: the serving group's endpoint from its site plan, the monitor stream
-of every rank, and a scheduled run's options typed and checked as the spark_bench module does.
+"""Pure helpers of the bench playbooks: what a run measures (a serving group's head from its site plan, or the
+router in front of every group), the monitor stream of every rank, and a scheduled run's options typed and
+checked as the spark_bench module does.
 
-playbooks/bench.yml and playbooks/bench-schedule.yml both take the endpoint from the site plan, so both
-benchmark the URL serve waits on.
+playbooks/bench.yml and playbooks/bench-schedule.yml both take the endpoint from here, so both benchmark the
+URL serve waits on, or the one users get through the router.
 """
 from __future__ import annotations
 
@@ -34,6 +35,41 @@ def spark_bench_head(plan: Any) -> dict[str, Any]:
         raise AnsibleFilterError(f"{head}: the head (spark_rank 0) serves no profile (spark_serve_profile), "
                                  "so there is no endpoint to benchmark; pass -e spark_bench_url=http://HOST:PORT")
     return dict(serve["head"])
+
+
+def spark_bench_target(plans: Any, router: Any, group: Any = "", via_router: Any = False) -> dict[str, Any]:
+    """What a run measures, from every serving group's plan ({group: spark_site_plan}) and the router's plan
+    (spark_router_plan, or none): {"url", "group", "head"}. The router when asked, or by default where there are
+    several groups, a router and no group named (group and head then none); else the head of the group named, or
+    of the only one. Several groups, no router and no group named is an error naming the groups: one head's
+    figures are not the site's."""
+    if not isinstance(plans, Mapping):
+        raise AnsibleFilterError("spark_bench_target: expected {group: spark_site_plan} (spark_serving_plans)")
+    if not isinstance(via_router, bool):
+        raise AnsibleFilterError(f"spark_bench_target: via_router must be a boolean, got {via_router!r}")
+    names = ", ".join(plans)
+    if group and group not in plans:
+        raise AnsibleFilterError(f"bench: spark_bench_group {group} is not a serving group of the inventory ({names})")
+    if via_router or (len(plans) > 1 and not group and router):
+        if not isinstance(router, Mapping) or not router.get("url"):
+            raise AnsibleFilterError("bench: spark_bench_via_router is true and the inventory has no group spark_router")
+        return {"url": str(router["url"]), "group": None, "head": {}}
+    if not group and len(plans) > 1:
+        raise AnsibleFilterError(f"bench: the inventory has several serving groups ({names}) and no router: name the "
+                                 "one to measure (-e spark_bench_group=GROUP) or pass -e spark_bench_url=http://HOST:PORT")
+    name = group or next(iter(plans), None)
+    if name is None:
+        return {"url": "", "group": None, "head": {}}
+    head = spark_bench_head(plans[name])
+    return {"url": str(head["url"]), "group": name, "head": head}
+
+
+def spark_bench_site_monitors(plans: Any, hostvars: Any, margin_gib: Any = 1) -> list[dict[str, Any]]:
+    """spark_bench_monitors of every serving group ({group: spark_site_plan}), group after group: a run through
+    the router watches every rank that may serve it."""
+    if not isinstance(plans, Mapping):
+        raise AnsibleFilterError("spark_bench_site_monitors: expected {group: spark_site_plan} (spark_serving_plans)")
+    return [m for plan in plans.values() for m in spark_bench_monitors(plan, hostvars, margin_gib)]
 
 
 def _ssh_argv(host: str, hv: Mapping[str, Any]) -> list[str]:
@@ -123,4 +159,5 @@ class FilterModule:
 
     def filters(self) -> dict[str, Any]:
         return {"spark_bench_head": spark_bench_head, "spark_bench_monitors": spark_bench_monitors,
+                "spark_bench_target": spark_bench_target, "spark_bench_site_monitors": spark_bench_site_monitors,
                 "spark_bench_options": spark_bench_options}

@@ -33,11 +33,6 @@ def spark_serving_groups(hostvars: Mapping[str, Any], groups: Mapping[str, Any])
     return names
 
 
-def spark_serving_stage_refusal(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> str:
-    """Why a stage acting on group spark as one serving group must not run on this inventory; "" when it may."""
-    return _GROUPS.stage_refusal(hostvars, groups)
-
-
 def spark_serving_batches(hostvars: Mapping[str, Any], groups: Mapping[str, Any],
                           hosts: Sequence[str]) -> list[dict[str, Any]]:
     """The hosts of a play (`hosts`, e.g. after --limit) split by serving group, in the order the groups are
@@ -195,8 +190,7 @@ class FilterModule:
     """sparkfleet serving group filters."""
 
     def filters(self) -> dict[str, Any]:
-        return {"spark_serving_groups": spark_serving_groups, "spark_serving_stage_refusal": spark_serving_stage_refusal,
-                "spark_serving_batches": spark_serving_batches, "spark_serving_group_of": spark_serving_group_of,
+        return {"spark_serving_groups": spark_serving_groups, "spark_serving_batches": spark_serving_batches, "spark_serving_group_of": spark_serving_group_of,
                 "spark_serving_validate": spark_serving_validate, "spark_serving_plans": spark_serving_plans,
                 "spark_fabric_plans": spark_fabric_plans, "spark_site_fabric": spark_site_fabric,
                 "spark_render_layout": spark_render_layout}

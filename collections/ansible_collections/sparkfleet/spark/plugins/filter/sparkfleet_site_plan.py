@@ -120,7 +120,7 @@ def spark_site_plan(hostvars: Mapping[str, Any], groups: Mapping[str, Any], grou
     an inventory of several serving groups is refused here, before it acts on any node.
     """
     hosts = _group_hosts(groups, group)
-    refusal = _GROUPS.stage_refusal(hostvars, groups) if group == _GROUPS.ALL_SPARKS else ""
+    refusal = _GROUPS.group_spark_refusal(hostvars, groups) if group == _GROUPS.ALL_SPARKS else ""
     if refusal:
         raise AnsibleFilterError(f"spark_site_plan: {refusal}")
     raw = _FABRIC.spark_inventory(hostvars, hosts)

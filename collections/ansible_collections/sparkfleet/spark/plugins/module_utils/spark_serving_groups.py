@@ -109,14 +109,12 @@ def read(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> tuple[list[s
     return usable, errors + _membership_errors(usable, groups, sparks)
 
 
-def stage_refusal(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> str:
-    """Why a stage that acts on group spark as one serving group must not run; "" when it may."""
+def group_spark_refusal(hostvars: Mapping[str, Any], groups: Mapping[str, Any]) -> str:
+    """Why group spark has no plan of its own in this inventory; "" when it is the one serving group."""
     names, errors = read(hostvars, groups)
     if not errors and names == SINGLE:
         return ""
     declared = ", ".join(names) if names != SINGLE else "an invalid list"
-    return (f"This inventory declares serving groups ({NAME}: {declared}). Only validate.yml and render.yml "
-            "plan several groups; the host, fabric, image, model, serve, doctor and bench stages act on group "
-            "spark as one serving group, and serving several groups from one inventory is not supported yet. "
-            "Nothing was changed. Run the stage with an inventory of one group (its hosts as group spark, "
-            f"without {NAME}).")
+    return (f"This inventory declares serving groups ({NAME}: {declared}): group spark holds every Spark, not one "
+            "engine, and has no plan of its own. Plan a serving group (spark_site_plan(groups, GROUP)) or every one "
+            "(spark_serving_plans).")
