@@ -12,12 +12,20 @@ and one persistent master per node. The lab's own key pair and the nodes' host k
 ``<state dir>/ssh/`` (host keys checked strictly); the masters' sockets in a directory of the lab's own,
 closed on every bring-up and teardown so that no master outlives the containers it reached.
 
+An inventory whose hosts carry no ``spark_rank`` (a scenario of one node: host roles, memory guard, scheduled
+bench) has no plan to render: its lab is its hosts on the management network alone, at the addresses its
+hosts.yml gives. Every scenario's lab comes from an inventory this way, so every scenario reaches its nodes
+the same way.
+
+Labs sit in slots. The topology labs share their host names (dgx1...) and so one slot, ``fleet``: bringing
+one up removes another. A scenario lab whose hosts are its own has a slot of its own and runs beside them.
+
     lab.py up --topology tp4 --inventory inventories/tp4-ring --state-dir .lab/tp4 \
-        --node-image TAG --base-image TAG --base-archive FILE
+        --node-image TAG --base-image TAG --base-archive FILE [--slot fleet]
     lab.py inventory --topology tp4 --inventory inventories/tp4-ring --state-dir .lab/tp4
-    lab.py down --state-root .lab
-    lab.py leftovers        # prints every object labelled for any lab; exit 1 when there is one
-    lab.py session -- CMD   # CMD (a scenario, a benchmark) holding the machine's one lab lock throughout
+    lab.py down --state-root .lab [--slot SLOT]   # every lab, or the labs of one slot
+    lab.py leftovers [--slot SLOT]  # prints every object labelled for a lab; exit 1 when there is one
+    lab.py session [--slot SLOT] -- CMD  # CMD (a scenario, a benchmark) holding the slot's lab lock throughout
 """
 
 from __future__ import annotations
@@ -42,6 +50,8 @@ from typing import Any
 import yaml
 
 LABEL = "sparkfleet.lab"
+SLOT_LABEL = "sparkfleet.lab.slot"
+FLEET = "fleet"
 PREFIX = "sparkfleet"
 ROOT = Path(__file__).resolve().parents[1]
 COLLECTION = ROOT / "collections" / "ansible_collections" / "sparkfleet" / "spark"
@@ -54,6 +64,8 @@ SYSTEMD_TIMEOUT = int(os.environ.get("SPARK_LAB_SYSTEMD_TIMEOUT", "180"))
 # ssh's ControlPath must fit a socket address (108 bytes): a short directory, not one under the state dir.
 CONTROL_ROOT = Path(os.environ.get("SPARK_LAB_SSH_CONTROL_ROOT", "/tmp/sparkfleet-lab-ssh"))
 HOST_KEY = "/etc/ssh/ssh_host_ed25519_key.pub"
+# The planning filters' default management interface (a Spark's 10 GbE port), for nodes without a plan.
+DEFAULT_MGMT_INTERFACE = "enP7s7"
 NETWORKD, NETWORKMANAGER = "networkd", "NetworkManager"
 
 
@@ -107,6 +119,12 @@ class LabPlan:
     mgmt_gateway: str
     nodes: list[Node]
     fabric: list[FabricNetwork] = field(default_factory=list)
+    slot: str = FLEET
+
+    @property
+    def labels(self) -> list[str]:
+        """`docker create` options labelling an object for this lab and its slot."""
+        return ["--label", f"{LABEL}={self.name}", "--label", f"{SLOT_LABEL}={self.slot}"]
 
     @property
     def cables(self) -> list[FabricNetwork]:
@@ -126,9 +144,9 @@ class Access:
     control_dir: Path
 
     @classmethod
-    def of(cls, state_dir: Path, lab_name: str) -> Access:
+    def of(cls, state_dir: Path, lab: LabPlan) -> Access:
         return cls(key=state_dir / "ssh" / "id_ed25519", known_hosts=state_dir / "ssh" / "known_hosts",
-                   control_dir=CONTROL_ROOT / lab_name)
+                   control_dir=CONTROL_ROOT / lab.slot / lab.name)
 
 
 def free_gateway(subnet: ipaddress.IPv4Network, used: set[str]) -> str:
@@ -220,9 +238,51 @@ def node_renderer(index: int, count: int) -> str:
     return NETWORKMANAGER if count > 1 and index == count - 1 else NETWORKD
 
 
-def lab_plan(name: str, plans: list[dict[str, Any]]) -> LabPlan:
-    """Translate the rendered plans of every serving group into the lab's Docker objects."""
-    nodes = [n for plan in plans for n in plan.get("nodes") or []]
+def inventory_hosts(hosts_yml: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every host of a hosts.yml with the variables hosts.yml gives it (group vars of its groups, then its own)."""
+    found: dict[str, dict[str, Any]] = {}
+
+    def walk(group: dict[str, Any], inherited: dict[str, Any]) -> None:
+        scope = {**inherited, **(group.get("vars") or {})}
+        for host, hvars in (group.get("hosts") or {}).items():
+            found[host] = {**found.get(host, {}), **scope, **(hvars or {})}
+        for child in (group.get("children") or {}).values():
+            walk(child or {}, scope)
+
+    for group in (hosts_yml or {}).values():
+        walk(group or {}, {})
+    return found
+
+
+def has_ranks(inventory: Path) -> bool:
+    """Whether any host of the inventory has a serving rank (in hosts.yml or its host_vars), i.e. a plan."""
+    hosts = inventory_hosts(yaml.safe_load((inventory / "hosts.yml").read_text()) or {})
+    if any("spark_rank" in hvars for hvars in hosts.values()):
+        return True
+    host_vars = inventory / "host_vars"
+    files = sorted(host_vars.rglob("*.y*ml")) if host_vars.is_dir() else []
+    return any("spark_rank" in (yaml.safe_load(f.read_text()) or {}) for f in files)
+
+
+def plain_nodes(hosts_yml: dict[str, Any]) -> list[dict[str, Any]]:
+    """The nodes of an inventory without a plan: each host at its management address (spark_mgmt_address, else
+    ansible_host) on its management interface, in the order hosts.yml lists them."""
+    nodes = []
+    for host, hvars in inventory_hosts(hosts_yml).items():
+        address = hvars.get("spark_mgmt_address") or hvars.get("ansible_host")
+        if not address:
+            raise LabError(f"{host}: no spark_mgmt_address or ansible_host in hosts.yml; a lab node needs its "
+                           "management address")
+        nodes.append({"host": host, "mgmt_address": str(address),
+                      "mgmt_interface": hvars.get("spark_mgmt_interface", DEFAULT_MGMT_INTERFACE)})
+    return nodes
+
+
+def lab_plan(name: str, plans: list[dict[str, Any]], nodes: list[dict[str, Any]] | None = None,
+             slot: str = FLEET) -> LabPlan:
+    """Translate the rendered plans of every serving group (or, for an inventory without a plan, its plain
+    nodes) into the lab's Docker objects."""
+    nodes = nodes if nodes is not None else [n for plan in plans for n in plan.get("nodes") or []]
     if not nodes:
         raise LabError("plan.json has no nodes")
     hosts = [n["host"] for n in nodes]
@@ -238,6 +298,7 @@ def lab_plan(name: str, plans: list[dict[str, Any]]) -> LabPlan:
         nodes=[Node(n["host"], n["mgmt_address"], n["mgmt_interface"], node_renderer(i, len(nodes)))
                for i, n in enumerate(nodes)],
         fabric=fabric_networks(name, plans),
+        slot=slot,
     )
 
 
@@ -262,8 +323,7 @@ def cgroup_mount(fs_type: str, requested: str) -> str:
 def run_args(lab: LabPlan, node: Node, image: str, cgroup: str) -> list[str]:
     """`docker create` arguments: systemd as PID 1 with the measured capability set, never privileged."""
     return [
-        "docker", "create", "--name", node.host, "--hostname", node.host,
-        "--label", f"{LABEL}={lab.name}",
+        "docker", "create", "--name", node.host, "--hostname", node.host, *lab.labels,
         "--network", lab.mgmt_network, "--ip", node.mgmt_address,
         "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN",
         "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
@@ -400,33 +460,45 @@ def remove_all(label: str) -> dict[str, list[str]]:
     return removed
 
 
+def lock_file(slot: str) -> Path:
+    """The lock of a slot: the fleet's is the machine's lab lock, every other slot's sits beside it."""
+    return LOCK_FILE if slot == FLEET else LOCK_FILE.with_name(f"{LOCK_FILE.stem}-{slot}{LOCK_FILE.suffix}")
+
+
+def slot_filter(slot: str | None) -> str:
+    """The Docker label filter of one slot's objects, or of every lab's when no slot is named."""
+    return f"{SLOT_LABEL}={slot}" if slot else LABEL
+
+
 @contextmanager
-def lab_lock() -> Iterator[None]:
-    """The machine's one lab lock: container names are host names, so two labs cannot coexist on one
+def lab_lock(slot: str) -> Iterator[None]:
+    """The lock of a lab slot: container names are host names, so two labs of one slot cannot coexist on one
     engine and two bring-ups would tear each other down. A session (`lab.py session -- CMD`: a scenario,
     a benchmark) holds it for its whole run, and the bring-ups and teardowns inside it take it as theirs;
     outside a session each operation holds it for itself."""
-    if os.environ.get(SESSION_ENV) == str(LOCK_FILE):
+    lock = lock_file(slot)
+    if os.environ.get(SESSION_ENV) == str(lock):
         yield
         return
-    LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
-    with LOCK_FILE.open("w") as handle:
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            log(f"another lab session or operation holds {LOCK_FILE}; waiting")
+            log(f"another lab session or operation holds {lock}; waiting")
             fcntl.flock(handle, fcntl.LOCK_EX)
         yield
 
 
 def session(args: argparse.Namespace) -> None:
-    """Run a command holding the lab lock; lab operations inside it (SESSION_ENV names the lock) go ahead."""
+    """Run a command holding the slot's lab lock; lab operations of that slot inside it (SESSION_ENV names the
+    lock) go ahead."""
     command = list(args.argv)
     if command[:1] == ["--"]:
         command = command[1:]
     if not command:
         raise LabError("session: no command given (lab.py session -- CMD ...)")
-    proc = subprocess.run(command, env={**os.environ, SESSION_ENV: str(LOCK_FILE)}, check=False)
+    proc = subprocess.run(command, env={**os.environ, SESSION_ENV: str(lock_file(args.slot))}, check=False)
     if proc.returncode != 0:
         sys.exit(proc.returncode)
 
@@ -520,7 +592,7 @@ def write_inventory(source: Path, dest: Path, lab: LabPlan, access: Access) -> P
 
 
 def create_networks(lab: LabPlan) -> None:
-    tag = ["--label", f"{LABEL}={lab.name}"]
+    tag = lab.labels
     sh(["docker", "network", "create", *tag, "--subnet", lab.mgmt_subnet, "--gateway", lab.mgmt_gateway,
         lab.mgmt_network])
     for net in lab.fabric:
@@ -542,7 +614,7 @@ def forward_lldp(network: str) -> None:
 
 def create_nodes(lab: LabPlan, image: str, cgroup: str) -> None:
     for node in lab.nodes:
-        sh(["docker", "volume", "create", "--label", f"{LABEL}={lab.name}", volume_name(lab, node)])
+        sh(["docker", "volume", "create", *lab.labels, volume_name(lab, node)])
         sh(run_args(lab, node, image, cgroup))
     for net in lab.fabric:
         for end in net.ends:
@@ -631,13 +703,15 @@ def known_hosts_line(address: str, host_key: str) -> str:
     return f"{address} {kind} {key}\n"
 
 
-def close_masters() -> None:
-    """End every lab's persistent SSH masters and remove their sockets, before the containers go (teardown, or
-    the cleanup of a bring-up): no master outlives the node it reached."""
-    for sock in CONTROL_ROOT.glob("*/*"):
+def close_masters(slot: str | None) -> None:
+    """End the persistent SSH masters of a slot's labs (every lab's when no slot is named) and remove their
+    sockets, before the containers go (teardown, or the cleanup of a bring-up): no master outlives the node it
+    reached."""
+    root = CONTROL_ROOT / slot if slot else CONTROL_ROOT
+    for sock in root.rglob("*"):
         if sock.is_socket():
             sh(["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "lab-node"], check=False)
-    shutil.rmtree(CONTROL_ROOT, ignore_errors=True)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def load_base_image(host: str, tag: str, archive: Path) -> str:
@@ -680,7 +754,7 @@ class Phases:
 def lab_record(lab: LabPlan, args: argparse.Namespace, cgroup: str) -> str:
     """lab.json: what this bring-up created, for debugging and for the scenarios."""
     return json.dumps({
-        "name": lab.name, "node_image": args.node_image, "base_image": args.base_image, "cgroup": cgroup,
+        "name": lab.name, "slot": lab.slot, "node_image": args.node_image, "base_image": args.base_image, "cgroup": cgroup,
         "mgmt": {"network": lab.mgmt_network, "subnet": lab.mgmt_subnet, "gateway": lab.mgmt_gateway},
         "nodes": [n.__dict__ for n in lab.nodes],
         "fabric": [{"kind": n.kind, "network": n.network, "subnet": n.subnet, "gateway": n.gateway,
@@ -688,14 +762,23 @@ def lab_record(lab: LabPlan, args: argparse.Namespace, cgroup: str) -> str:
     }, indent=2) + "\n"
 
 
+def planned_lab(args: argparse.Namespace, state: Path) -> LabPlan:
+    """The lab of an inventory: from its rendered plans, or its plain nodes when no host has a rank."""
+    inventory = Path(args.inventory)
+    if has_ranks(inventory):
+        return lab_plan(args.topology, render_plan(inventory, state / "render"), slot=args.slot)
+    hosts = yaml.safe_load((inventory / "hosts.yml").read_text()) or {}
+    return lab_plan(args.topology, [], plain_nodes(hosts), slot=args.slot)
+
+
 def up(args: argparse.Namespace) -> None:
     phases = Phases()
     state = Path(args.state_dir).resolve()
-    lab = lab_plan(args.topology, render_plan(Path(args.inventory), state / "render"))
-    access = Access.of(state, lab.name)
+    lab = planned_lab(args, state)
+    access = Access.of(state, lab)
     phases.done("render")
-    close_masters()
-    stale = remove_all(LABEL)
+    close_masters(lab.slot)
+    stale = remove_all(slot_filter(lab.slot))
     if any(stale.values()):
         log(f"removed leftovers of an earlier lab: {json.dumps(stale)}")
     phases.done("cleanup")
@@ -730,21 +813,22 @@ def up(args: argparse.Namespace) -> None:
 
 def inventory_only(args: argparse.Namespace) -> None:
     state = Path(args.state_dir).resolve()
-    lab = lab_plan(args.topology, render_plan(Path(args.inventory), state / "render"))
-    print(write_inventory(Path(args.inventory), state / "inventory", lab, Access.of(state, lab.name)))
+    lab = planned_lab(args, state)
+    print(write_inventory(Path(args.inventory), state / "inventory", lab, Access.of(state, lab)))
 
 
 def down(args: argparse.Namespace) -> None:
-    close_masters()
-    removed = remove_all(LABEL)
+    close_masters(args.slot)
+    removed = remove_all(slot_filter(args.slot))
     for lab_json in Path(args.state_root).glob("*/lab.json"):
-        lab_json.unlink()
+        if args.slot is None or json.loads(lab_json.read_text()).get("slot", FLEET) == args.slot:
+            lab_json.unlink()
     log(f"removed {len(removed['container'])} containers, {len(removed['network'])} networks, "
         f"{len(removed['volume'])} volumes")
 
 
-def leftovers(_: argparse.Namespace) -> None:
-    left = {kind: labelled(kind, LABEL) for kind in ("container", "network", "volume")}
+def leftovers(args: argparse.Namespace) -> None:
+    left = {kind: labelled(kind, slot_filter(args.slot)) for kind in ("container", "network", "volume")}
     print(json.dumps(left))
     if any(left.values()):
         sys.exit(1)
@@ -758,6 +842,7 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--topology", required=True)
         p.add_argument("--inventory", required=True)
         p.add_argument("--state-dir", required=True)
+        p.add_argument("--slot", default=FLEET, help="the lab's slot (default: fleet, the topology labs)")
         if name == "up":
             p.add_argument("--node-image", required=True)
             p.add_argument("--base-image", required=True)
@@ -765,14 +850,18 @@ def main(argv: list[str] | None = None) -> None:
         p.set_defaults(func=func)
     p = sub.add_parser("down")
     p.add_argument("--state-root", required=True)
+    p.add_argument("--slot", help="only this slot's labs (default: every lab)")
     p.set_defaults(func=down)
-    sub.add_parser("leftovers").set_defaults(func=leftovers)
-    p = sub.add_parser("session", help="run a command holding the lab lock (lab.py session -- CMD ...)")
+    p = sub.add_parser("leftovers")
+    p.add_argument("--slot", help="only this slot's objects (default: every lab's)")
+    p.set_defaults(func=leftovers)
+    p = sub.add_parser("session", help="run a command holding a slot's lab lock (lab.py session -- CMD ...)")
+    p.add_argument("--slot", default=FLEET)
     p.add_argument("argv", nargs=argparse.REMAINDER)
     p.set_defaults(func=session)
     args = parser.parse_args(argv)
     try:
-        with lab_lock():
+        with lab_lock(args.slot or FLEET):
             args.func(args)
     except LabError as err:
         log(f"error: {err}")

@@ -14,10 +14,8 @@ site_env_tp3 := SPARK_LAB_TOPOLOGY=tp3 SPARK_LAB_SITE_CHECKS=full
 site_env_tp4 := SPARK_LAB_TOPOLOGY=tp4 SPARK_LAB_SITE_CHECKS=serving SPARK_LAB_SITE_SKIP_TAGS=host
 # Two serving groups on one switch: their stages and serving checks, then the router in front of both (router.yml).
 site_env_sw4 := SPARK_LAB_TOPOLOGY=sw4 SPARK_LAB_SITE_CHECKS=serving SPARK_LAB_SITE_SKIP_TAGS=host SPARK_LAB_SITE_ROUTER=true
-# One lab session: the lab inventory (molecule links it before create), then molecule test, logged as site-<topology>.
-site_scenario = $(PY) $(LAB_DIR)/lab.py inventory --topology $(1) --inventory $(call lab_inventory_of,$(1)) \
-	  --state-dir $(LAB_STATE)/$(1) >/dev/null \
-	&& start=$$(date +%s) && (cd $(ROOT) && $(site_env_$(1)) $(LAB_SESSION) $(MOLECULE_TEST) site site-$(1)) \
+# One lab session (mk/lab.mk), logged as site-<topology>.
+site_scenario = start=$$(date +%s) && $(call lab_scenario,$(1),env $(site_env_$(1)) $(MOLECULE_TEST) site site-$(1)) \
 	&& echo "test-site: site-$(1) passed in $$(( $$(date +%s) - start ))s"
 
 .PHONY: site-lab site-converge test-site test-site-tp3 test-site-tp4 test-site-sw4
@@ -43,7 +41,7 @@ site-converge: site-lab ## site-lab, then site.yml against the lab (SITE_ARGS ad
 
 test-site: setup lab-image ## molecule test of site.yml on the tp3 and tp4 labs
 	@$(foreach t,$(SITE_TOPOLOGIES),$(call site_scenario,$(t)) && ) true
-	$(PY) $(LAB_DIR)/lab.py leftovers
+	$(PY) $(LAB_DIR)/lab.py leftovers --slot fleet
 
 # One topology each (make test's test-labs runs them in its lanes).
 test-site-tp3 test-site-tp4 test-site-sw4: setup lab-image

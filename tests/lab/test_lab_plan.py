@@ -300,10 +300,10 @@ def test_connection_vars_pin_host_keys_and_pipeline() -> None:
 
 
 def test_access_of_a_state_dir(tmp_path: Path) -> None:
-    access = lab.Access.of(tmp_path / ".lab" / "tp4", "tp4")
+    access = lab.Access.of(tmp_path / ".lab" / "tp4", lab.lab_plan("tp4", [plan("tp4")]))
     assert access.key == tmp_path / ".lab" / "tp4" / "ssh" / "id_ed25519"
     assert access.known_hosts.parent == access.key.parent
-    assert access.control_dir == lab.CONTROL_ROOT / "tp4"
+    assert access.control_dir == lab.CONTROL_ROOT / "fleet" / "tp4"
     # ssh's socket address limit (108 bytes) with molecule's %h-%p-%r names
     assert len(f"{access.control_dir}/255.255.255.255-22-root.abcdefghijklmnop") < 108
 
@@ -316,7 +316,7 @@ def test_known_hosts_line_names_the_address_the_inventory_connects_to() -> None:
 def test_written_inventory_parses_with_the_shipped_group_vars(tmp_path: Path) -> None:
     lp = lab.lab_plan("tp4", [plan("tp4")])
     dest = lab.write_inventory(ROOT / "inventories" / "tp4-ring", tmp_path / "inventory", lp,
-                               lab.Access.of(tmp_path, "tp4"))
+                               lab.Access.of(tmp_path, lp))
     assert sorted(p.name for p in dest.iterdir()) == ["group_vars", "host_vars", "hosts.yml"]
     assert (dest / "group_vars" / "spark" / "site.yml").read_text() == \
         (ROOT / "inventories" / "tp4-ring" / "group_vars" / "spark" / "site.yml").read_text()
@@ -334,7 +334,7 @@ def test_written_inventory_parses_with_the_shipped_group_vars(tmp_path: Path) ->
 def test_written_inventory_names_the_networkmanager_node(tmp_path: Path) -> None:
     lp = lab.lab_plan("tp3", [plan("tp3")])
     dest = lab.write_inventory(ROOT / "inventories" / "tp3-triangle", tmp_path / "inventory", lp,
-                               lab.Access.of(tmp_path, "tp3"))
+                               lab.Access.of(tmp_path, lp))
     listing = subprocess.run([str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(dest), "--list"],
                              capture_output=True, text=True, check=True)
     hostvars = json.loads(listing.stdout)["_meta"]["hostvars"]
@@ -368,3 +368,72 @@ def test_a_session_holds_the_one_lab_lock_and_its_operations_go_ahead(tmp_path: 
     failed = subprocess.run([sys.executable, lab_py, "session", "--", "sh", "-c", "exit 7"], env=env,
                             capture_output=True, text=True, timeout=60, check=False)
     assert failed.returncode == 7
+
+
+HOST_SCENARIO = ROOT / "molecule" / "host" / "inventory"
+
+
+def test_an_inventory_without_ranks_is_its_hosts_on_the_management_network_alone() -> None:
+    source = {"spark": {"vars": {"spark_mgmt_interface": "eth9"},
+                        "hosts": {"node-a": {"spark_mgmt_address": "10.0.44.71"},
+                                  "node-b": {"ansible_host": "10.0.44.72", "spark_mgmt_interface": "enX0"}}}}
+    lp = lab.lab_plan("nodes", [], lab.plain_nodes(source), slot="nodes")
+    assert [(n.host, n.mgmt_address, n.mgmt_interface) for n in lp.nodes] == [
+        ("node-a", "10.0.44.71", "eth9"), ("node-b", "10.0.44.72", "enX0")]
+    assert lp.fabric == [] and lp.mgmt_gateway == "10.0.44.254" and lp.slot == "nodes"
+    assert lp.labels == ["--label", "sparkfleet.lab=nodes", "--label", "sparkfleet.lab.slot=nodes"]
+    args = lab.run_args(lp, lp.nodes[0], "img", "/sys/fs/cgroup:/sys/fs/cgroup:rw")
+    assert "sparkfleet.lab.slot=nodes" in args
+
+
+def test_a_plain_node_without_a_management_address_is_refused_by_name() -> None:
+    with pytest.raises(lab.LabError, match="node-a: no spark_mgmt_address or ansible_host"):
+        lab.plain_nodes({"spark": {"hosts": {"node-a": {}}}})
+
+
+def test_plain_nodes_default_to_the_planning_filters_management_interface() -> None:
+    fabric = _unit.load_source("filter", "sparkfleet_fabric")
+    assert lab.DEFAULT_MGMT_INTERFACE == fabric.DEFAULT_MGMT_INTERFACE
+    assert lab.plain_nodes({"all": {"hosts": {"n": {"ansible_host": "10.0.9.1"}}}})[0]["mgmt_interface"] == \
+        fabric.DEFAULT_MGMT_INTERFACE
+
+
+def test_ranks_in_hosts_yml_or_host_vars_mean_a_plan(tmp_path: Path) -> None:
+    assert lab.has_ranks(ROOT / "inventories" / "tp3-triangle")
+    assert lab.has_ranks(ROOT / "molecule" / "serve" / "inventory")  # ranks in host_vars/
+    assert not lab.has_ranks(HOST_SCENARIO)
+    (tmp_path / "hosts.yml").write_text("spark: {hosts: {n: {ansible_host: 10.0.9.1}}}\n")
+    assert not lab.has_ranks(tmp_path)
+
+
+def test_every_scenario_lab_has_its_own_hosts_and_management_subnet() -> None:
+    # Scenario labs run beside a topology lab (make test's lanes): no host name or /24 may be shared.
+    fleet = {n["host"] for p in (plan("tp3"), plan("tp4")) for n in p["nodes"]}
+    subnets = {"10.0.1.0/24"}
+    for scenario in ("host", "memguard", "bench_schedule"):
+        hosts = yaml.safe_load((ROOT / "molecule" / scenario / "inventory" / "hosts.yml").read_text())
+        nodes = lab.plain_nodes(hosts)
+        lp = lab.lab_plan(scenario, [], nodes, slot=scenario)
+        assert not {n.host for n in lp.nodes} & fleet, scenario
+        assert lp.mgmt_subnet not in subnets, scenario
+        subnets.add(lp.mgmt_subnet)
+
+
+def test_each_slot_has_its_own_lock_and_the_fleet_keeps_the_machines_lock() -> None:
+    assert lab.lock_file("fleet") == lab.LOCK_FILE
+    assert lab.lock_file("host").parent == lab.LOCK_FILE.parent
+    assert lab.lock_file("host") != lab.lock_file("memguard") != lab.LOCK_FILE
+    assert lab.slot_filter("host") == "sparkfleet.lab.slot=host"
+    assert lab.slot_filter(None) == "sparkfleet.lab"
+
+
+def test_a_session_of_another_slot_does_not_wait_for_the_fleet(tmp_path: Path) -> None:
+    env = {**os.environ, "SPARK_LAB_LOCK": str(tmp_path / "lab.lock")}
+    env.pop("SPARK_LAB_SESSION", None)
+    lab_py = str(ROOT / "lab" / "lab.py")
+    inner = (f"env -u SPARK_LAB_SESSION timeout 10 {sys.executable} {lab_py} session --slot host -- true; "
+             "echo other=$?")
+    done = subprocess.run([sys.executable, lab_py, "session", "--", "sh", "-c", inner], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "other=0" in done.stdout
