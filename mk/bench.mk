@@ -31,4 +31,4 @@ test-bench: setup ## Only the bench tests (stand-in on loopback, ~1-2 min)
 	$(PY) -m pytest -q tests/bench
 
 test-bench-schedule: setup lab-image ## molecule: the scheduled benchmark unit, once, on a lab node
-	cd $(ROOT) && SPARK_LAB_NODE_IMAGE=$$(cat $(BUILD)/lab/node-image.tag) $(MOLECULE_TEST) bench_schedule
+	$(call lab_scenario,bench_schedule,$(MOLECULE_TEST) bench_schedule)

@@ -7,6 +7,4 @@ NODE_TEST_TARGETS += test-memguard
 .PHONY: test-memguard
 
 test-memguard: setup lab-image ## molecule: arm/switch/stale/proof-test/absent of spark_memory_guard on a lab node
-	cd $(ROOT) && SPARK_LAB_NODE_IMAGE=$$(cat $(BUILD)/lab/node-image.tag) \
-	  SPARK_LAB_BASE_IMAGE=$$(cat $(BUILD)/lab/base-image.tag) \
-	  $(MOLECULE_TEST) memguard
+	$(call lab_scenario,memguard,$(MOLECULE_TEST) memguard)
