@@ -10,6 +10,7 @@ import copy
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -437,3 +438,40 @@ def test_a_session_of_another_slot_does_not_wait_for_the_fleet(tmp_path: Path) -
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert "other=0" in done.stdout
+
+
+def test_every_scenario_gets_its_lab_from_lab_py() -> None:
+    # One mechanism: every molecule scenario's driver is molecule's default one, its destroy is the lab's, and its
+    # create is the lab's or a playbook that imports the lab's first.
+    scenarios = sorted(p.parent for p in (ROOT / "molecule").glob("*/molecule.yml"))
+    assert [s.name for s in scenarios] == ["bench_schedule", "fabric", "host", "image", "memguard", "serve", "site"]
+    for scenario in scenarios:
+        spec = yaml.safe_load((scenario / "molecule.yml").read_text())
+        assert spec["driver"]["name"] == "default", scenario.name
+        books = spec["provisioner"]["playbooks"]
+        assert books["destroy"] == "../../lab/playbooks/destroy.yml", scenario.name
+        create = books["create"]
+        if create != "../../lab/playbooks/create.yml":
+            first = yaml.safe_load((scenario / create).read_text())[0]
+            assert first["ansible.builtin.import_playbook"] == "../../lab/playbooks/create.yml", scenario.name
+        assert all(link.startswith("../../.lab/") for link in spec["provisioner"]["inventory"]["links"].values()), \
+            scenario.name
+    # Nothing under molecule/ but scenarios (and the runner that keeps their logs).
+    assert sorted(p.name for p in (ROOT / "molecule").iterdir() if not (p / "molecule.yml").is_file()) == \
+        ["test-scenario.sh"]
+
+
+def test_a_host_vars_file_of_the_source_joins_the_renderer_vars_in_one_directory(tmp_path: Path) -> None:
+    # Ansible ignores host_vars/<host>.yml beside a host_vars/<host>/ directory; the serve scenario's inventory
+    # keeps each rank in such a file, and its last node gets the lab's renderer variables.
+    lp = lab.lab_plan("serve", [plan("tp3")])
+    source = tmp_path / "source"
+    shutil.copytree(ROOT / "inventories" / "tp3-triangle", source)
+    (source / "host_vars").mkdir(exist_ok=True)
+    (source / "host_vars" / "dgx3.yml").write_text("---\nserve_lab_marker: 3\n")
+    dest = lab.write_inventory(source, tmp_path / "inventory", lp, lab.Access.of(tmp_path, lp))
+    assert sorted(p.name for p in (dest / "host_vars" / "dgx3").iterdir()) == ["dgx3.yml", "lab-renderer.yml"]
+    listing = subprocess.run([str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(dest), "--list"],
+                             capture_output=True, text=True, check=True)
+    dgx3 = json.loads(listing.stdout)["_meta"]["hostvars"]["dgx3"]
+    assert dgx3["serve_lab_marker"] == 3 and dgx3["spark_fabric_netplan_renderer"] == "NetworkManager"
