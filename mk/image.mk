@@ -2,8 +2,8 @@
 # model.yml; docs/image-and-model.md.
 #   make test-image           molecule/image on the tp3 lab: build, distribution, identity assertion with a
 #                             mismatched node, memory-floor refusal, model sync, corrupted/short file failure,
-#                             idempotence. A lab session (the one lab lock, mk/lab.mk); refuses (never tears down)
-#                             a lab someone else started.
+#                             idempotence. A lab session of the fleet slot (mk/lab.mk): it waits for another
+#                             session to end, then replaces any topology lab left up.
 #   make bench-distribution   tp4 lab: our distribution vs sequential `docker save | ssh docker load`, first
 #                             distribution of a >= 500 MB multi-layer image and a one-small-layer update.
 #                             BENCH_LAB=reuse measures on the tp4 lab that is up (site-converge or lab-up + overlay)
@@ -13,19 +13,14 @@
 # Not yet in `make test`: the scenario passed step by step on a scratch lab but has not run as one
 # uninterrupted `molecule test`; it joins TEST_TARGETS once it shares the topology labs.
 
-.PHONY: test-image image-lab-session bench-distribution image-bench-session
+.PHONY: test-image bench-distribution image-bench-session
 
-image_lab_refuse_foreign = if [ -n "$$(docker ps -aq --filter label=sparkfleet.lab)" ]; then \
-	  echo "$(1): another lab is up ($$(docker ps -a --filter label=sparkfleet.lab --format '{{.Names}}' | tr '\n' ' ')); not touching it"; exit 1; fi
+image_lab_refuse_foreign = if [ -n "$$(docker ps -aq --filter label=sparkfleet.lab.slot=fleet)" ]; then \
+	  echo "$(1): another lab is up ($$(docker ps -a --filter label=sparkfleet.lab.slot=fleet --format '{{.Names}}' | tr '\n' ' ')); not touching it"; exit 1; fi
 
 test-image: setup lab-image ## molecule test of the image and model roles on the tp3 lab
-	$(LAB_SESSION) $(MAKE) --no-print-directory image-lab-session
-
-image-lab-session:
-	@$(call image_lab_refuse_foreign,test-image)
-	@$(MAKE) --no-print-directory lab-inventory TOPOLOGY=tp3 >/dev/null
-	@start=$$(date +%s); (cd $(ROOT) && $(BIN)/molecule test -s image) || exit 1; \
-	echo "test-image: scenario image passed in $$(( $$(date +%s) - start ))s"
+	@start=$$(date +%s); $(call lab_scenario,tp3,$(MOLECULE_TEST) image) \
+	  && echo "test-image: scenario image passed in $$(( $$(date +%s) - start ))s"
 
 bench-distribution: setup lab-image ## Time our image distribution against sequential save|load on the tp4 lab
 ifeq ($(BENCH_LAB),reuse)
@@ -37,7 +32,7 @@ endif
 
 image-bench-session:
 	@$(call image_lab_refuse_foreign,bench-distribution)
-	@trap '$(MAKE) --no-print-directory lab-down >/dev/null 2>&1' EXIT; \
+	@trap '$(MAKE) --no-print-directory lab-down TOPOLOGY=tp4 >/dev/null 2>&1' EXIT; \
 	$(MAKE) --no-print-directory lab-up TOPOLOGY=tp4 >/dev/null && \
 	SPARK_IMAGE_LAB_INVENTORY=$(LAB_STATE)/tp4/inventory $(BIN)/ansible-playbook molecule/image/overlay.yml >/dev/null && \
 	$(PY) $(ROOT)/molecule/image/bench_distribution.py --inventory $(LAB_STATE)/tp4/inventory

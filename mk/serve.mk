@@ -1,5 +1,5 @@
 # Serve. Unit tests (tests/serve/) run with `make unit`; this adds the lab scenario.
-#   make test-serve    molecule test -s serve: a private 3-node lab (serve-dgx1..3, 10.0.47.0/24) serves the TP3
+#   make test-serve    molecule test -s serve: a private 3-node lab (serve-dgx1..3, 10.0.47.0/24; lab/lab.py) serves the TP3
 #                      profile with the stand-in image (TEST DOUBLE); idempotence, status, the faults (broken-image
 #                      replace, interrupted controller, dead worker, guard trip), supervised mode (a killed worker is
 #                      restarted with its group, a second kill beyond the rate limit is not), stop. Measured on the
@@ -12,9 +12,7 @@
 .PHONY: test-serve
 
 test-serve: setup lab-image ## molecule: serve/status/stop, idempotence and the start faults on a private TP3 lab
-	cd $(ROOT) && SPARK_LAB_NODE_IMAGE=$$(cat $(BUILD)/lab/node-image.tag) \
-	  SPARK_LAB_BASE_IMAGE=$$(cat $(BUILD)/lab/base-image.tag) \
-	  PATH=$(BIN):$$PATH $(BIN)/molecule test -s serve
+	$(call lab_scenario,serve,$(MOLECULE_TEST) serve)
 
 .PHONY: bench-start
 

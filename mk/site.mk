@@ -22,7 +22,7 @@ site_scenario = start=$$(date +%s) && $(call lab_scenario,$(1),env $(site_env_$(
 
 # The lab benchmarks (bench-start, bench-converge) measure on a converged site lab. BENCH_LAB=reuse takes the
 # lab that is up (make site-converge TOPOLOGY=tp4 first) and leaves it up; by default each benchmark converges
-# its own and removes it (and every other lab of the engine) afterwards. The quick bench stays off in these
+# its own and removes it (and every other topology lab of the engine) afterwards. The quick bench stays off in these
 # converges: its minutes are stand-in requests, not what is measured.
 BENCH_LAB ?= own
 # Make runs a recipe line that names $(MAKE) directly even under `make -n`; through this variable the line
@@ -30,7 +30,8 @@ BENCH_LAB ?= own
 BENCH_LAB_MAKE = $(MAKE) --no-print-directory
 bench_lab_converge = $(if $(filter reuse,$(BENCH_LAB)),test -f $(LAB_STATE)/$(1)/inventory/hosts.yml,\
 	$(BENCH_LAB_MAKE) site-converge TOPOLOGY=$(1) SITE_ARGS='-e spark_site_bench=false')
-bench_lab_down = $(if $(filter reuse,$(BENCH_LAB)),true,$(BENCH_LAB_MAKE) lab-down)
+# (the fleet slot: a one-node scenario lab beside it stays)
+bench_lab_down = $(if $(filter reuse,$(BENCH_LAB)),true,$(BENCH_LAB_MAKE) lab-down TOPOLOGY=tp4)
 
 site-lab: lab-up ## Start the TOPOLOGY lab and add the test doubles site.yml needs on it
 	SPARK_IMAGE_LAB_INVENTORY=$(LAB_STATE)/$(TOPOLOGY)/inventory \
