@@ -85,7 +85,7 @@ class Lab:
 
     def extra(self, release: str, update: int) -> dict[str, Any]:
         return {"spark_image_release": release,
-                "spark_image_build_dockerfile": str(ROOT / "molecule/image/files/Dockerfile.bench"),
+                "spark_image_build_dockerfile": str(ROOT / "lab/standin/images/bench.Dockerfile"),
                 "spark_image_build_args": {"BASE_IMAGE": self.settings["spark_image_build_args"]["BASE_IMAGE"],
                                            "BENCH_UPDATE": str(update)},
                 "spark_image_distribute_management_fallback": True}

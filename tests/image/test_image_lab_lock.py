@@ -11,7 +11,7 @@ from testlib import ROOT, load_source
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_upstream import patchset_sha256
 
 FILTERS = load_source("filter", "sparkfleet_image").FilterModule().filters()
-SCRIPT = ROOT / "molecule" / "image" / "files" / "make-lab-upstreams.sh"
+SCRIPT = ROOT / "lab" / "standin" / "sources" / "make-lab-upstreams.sh"
 
 
 def make_lock(out: Path) -> List[Dict[str, Any]]:
