@@ -184,6 +184,15 @@ IMAGE_R6D = "vllm-ds41f-kkref:19f2c20ed4d6-r6d"
 _TP4_CAPTURE = [1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64, 72, 80, 88, 96]
 
 
+def _size_engine(args: Dict[str, Any], nodes: int) -> None:
+    """The engine sizes every promoted profile couples to its node count: one tensor-parallel rank per node, and
+    the drafter split the same way."""
+    args["--tensor-parallel-size"] = args["--nnodes"] = nodes
+    draft = args.get("--speculative-config")
+    if isinstance(draft, dict) and "draft_tensor_parallel_size" in draft:
+        draft["draft_tensor_parallel_size"] = nodes
+
+
 def _profile(topology: str, nodes: int, image: str, requires: Mapping[str, Any], args: Mapping[str, Any],
              env: Mapping[str, str], summary: str) -> Dict[str, Any]:
     merged_args = copy.deepcopy(_R6_ARGS)
@@ -192,8 +201,7 @@ def _profile(topology: str, nodes: int, image: str, requires: Mapping[str, Any],
             merged_args[flag].update(copy.deepcopy(value))
         else:
             merged_args[flag] = copy.deepcopy(value)
-    merged_args["--tensor-parallel-size"] = merged_args["--nnodes"] = nodes
-    merged_args["--speculative-config"]["draft_tensor_parallel_size"] = nodes
+    _size_engine(merged_args, nodes)
     return {"summary": summary, "topology": topology, "nodes": nodes, "image": image, "kernel_backend": "tilelang",
             "requires": dict(requires), "args": merged_args, "env": dict(_R6_ENV, **env), "run": copy.deepcopy(_R6_RUN)}
 
@@ -288,10 +296,7 @@ def _reshape(profile: Dict[str, Any], shape: Mapping[str, Any]) -> None:
     contradicts the count."""
     nodes = int(shape["nodes"])
     profile["topology"], profile["nodes"] = str(shape["topology"]), nodes
-    profile["args"]["--tensor-parallel-size"] = profile["args"]["--nnodes"] = nodes
-    draft = profile["args"].get("--speculative-config")
-    if isinstance(draft, dict) and "draft_tensor_parallel_size" in draft:
-        draft["draft_tensor_parallel_size"] = nodes
+    _size_engine(profile["args"], nodes)
 
 
 def _merge(base: Dict[str, Any], changes: Mapping[str, Any]) -> None:
