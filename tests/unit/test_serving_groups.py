@@ -357,3 +357,29 @@ def test_site_fabric_holds_every_spark_group_after_group() -> None:
     assert serving.spark_site_fabric(hostvars, groups) == {"nodes": plans["ring_a"]["nodes"] + plans["sw_b"]["nodes"]}
     hostvars, groups = triangle()
     assert serving.spark_site_fabric(hostvars, groups)["nodes"] == site.spark_site_plan(hostvars, groups, "spark")["nodes"]
+
+
+GROUP_REPORT_CASES = [
+    # (hosts' variables, files, failed)
+    ([], [], []),
+    ([{"r": {"ok": True}, "f": "a/x.json"}, {"r": {"ok": True}, "f": "a/x.json"}], ["a/x.json"], []),
+    ([{"r": {"ok": True}, "f": "a/x.json"}, {"r": {"ok": False}, "f": "b/x.json"}, {"r": {"ok": False}, "f": "b/x.json"},
+      {"other": 1}], ["a/x.json", "b/x.json"], ["b/x.json"]),
+    ([{"r": {}, "f": "c.json"}], ["c.json"], ["c.json"]),  # no verdict is no pass
+]
+
+
+@pytest.mark.parametrize(("hosts", "files", "failed"), GROUP_REPORT_CASES)
+def test_group_reports_list_each_report_once_and_the_failed_ones(hosts: list[dict[str, Any]], files: list[str],
+                                                                 failed: list[str]) -> None:
+    assert serving.spark_group_reports(hosts, "r", "f", "ok") == {"files": files, "failed": failed}
+
+
+@pytest.mark.parametrize(("hosts", "match"), [
+    ({"r": {}}, "expected a list of host variables, got dict"),
+    ([{"inventory_hostname": "dgx2", "r": "bad", "f": "x"}], "host dgx2: r must be a mapping written to f"),
+    ([{"inventory_hostname": "dgx3", "r": {"ok": True}}], "host dgx3: r must be a mapping written to f"),
+])
+def test_group_reports_refuse_what_is_not_a_report(hosts: Any, match: str) -> None:
+    with pytest.raises(AnsibleFilterError, match=match):
+        serving.spark_group_reports(hosts, "r", "f", "ok")

@@ -49,6 +49,29 @@ def spark_serving_batches(hostvars: Mapping[str, Any], groups: Mapping[str, Any]
     return batches
 
 
+def spark_group_reports(hostvars: Sequence[Mapping[str, Any]], report: str, file: str, ok: str) -> dict[str, list[str]]:
+    """The reports a serving play wrote, one per group, from the variables of its hosts (`hostvars`, each group's
+    ranks): every host's `report` (a mapping) written to its `file`, each file once in play order, the failed ones
+    those whose `ok` key is false. {"files": [...], "failed": [...]}; a host without the report is left out."""
+    if isinstance(hostvars, (str, bytes, Mapping)) or not isinstance(hostvars, Sequence):
+        raise AnsibleFilterError(f"spark_group_reports: expected a list of host variables, got {type(hostvars).__name__}")
+    files: list[str] = []
+    failed: list[str] = []
+    for host in hostvars:
+        if report not in host:
+            continue
+        if not isinstance(host[report], Mapping) or file not in host:
+            raise AnsibleFilterError(f"spark_group_reports: host {host.get('inventory_hostname', '?')}: {report} must "
+                                     f"be a mapping written to {file}")
+        path = str(host[file])
+        if path in files:
+            continue
+        files.append(path)
+        if not host[report].get(ok):
+            failed.append(path)
+    return {"files": files, "failed": failed}
+
+
 def spark_serving_group_of(hostvars: Mapping[str, Any], groups: Mapping[str, Any], host: str) -> str:
     """The serving group host `host` serves in: the group a stage plans when it acts on that host."""
     for name in spark_serving_groups(hostvars, groups):
@@ -191,6 +214,7 @@ class FilterModule:
 
     def filters(self) -> dict[str, Any]:
         return {"spark_serving_groups": spark_serving_groups, "spark_serving_batches": spark_serving_batches, "spark_serving_group_of": spark_serving_group_of,
+                "spark_group_reports": spark_group_reports,
                 "spark_serving_validate": spark_serving_validate, "spark_serving_plans": spark_serving_plans,
                 "spark_fabric_plans": spark_fabric_plans, "spark_site_fabric": spark_site_fabric,
                 "spark_render_layout": spark_render_layout}
