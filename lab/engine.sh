@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ensure a Docker engine answers on this machine (make engine).
+# Ensure a Docker engine answers on this machine (make engine); `engine.sh restart` restarts an idle one.
 # Idempotent: returns at once when a daemon already answers. Otherwise installs Debian's docker.io when
 # dockerd is missing, clears the pid file a killed daemon left behind, starts dockerd in the background
 # (the lab machines have no systemd as PID 1) and waits for the socket.
@@ -72,8 +72,37 @@ ensure_ssh_client() {
   apt-get install -y -qq --no-install-recommends openssh-client >/dev/null
 }
 
+# `engine.sh restart`: restart an idle daemon (no container at all), which drops the network endpoints Docker
+# 20.10 sometimes keeps after their containers were removed ("has active endpoints"). A daemon that runs any
+# container is left alone: restarting it would stop them.
+restart_idle() {
+  local pid i
+  if [[ -n $(docker ps -aq) ]]; then
+    log "not restarting dockerd: containers exist ($(docker ps -a --format '{{.Names}}' | tr '\n' ' '))"
+    return 1
+  fi
+  if command -v systemctl >/dev/null && systemctl is-active --quiet docker 2>/dev/null; then
+    log "restarting docker.service (idle)"
+    systemctl restart docker
+  else
+    for pid in $(host_dockerd); do
+      log "stopping the idle dockerd ($pid)"
+      kill -TERM "$pid"
+      for ((i = 0; i < WAIT; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    done
+    clear_stale
+    start_daemon
+  fi
+  wait_socket
+  log "daemon answers again ($(docker info --format '{{.ServerVersion}}'))"
+}
+
 main() {
   ensure_ssh_client
+  if [[ ${1:-} == restart ]]; then
+    restart_idle
+    return
+  fi
   if answers; then
     log "daemon answers ($(docker info --format '{{.ServerVersion}} {{.Driver}} cgroup v{{.CgroupVersion}}'))"
     return 0

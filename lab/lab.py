@@ -454,7 +454,7 @@ def remove_all(label: str) -> dict[str, list[str]]:
     if removed["container"]:
         sh(["docker", "rm", "-f", "-v", *removed["container"]])
     if removed["network"]:
-        sh(["docker", "network", "rm", *removed["network"]])
+        remove_networks(removed["network"])
     if removed["volume"]:
         sh(["docker", "volume", "rm", "-f", *removed["volume"]])
     return removed
@@ -468,6 +468,32 @@ def lock_file(slot: str) -> Path:
 def slot_filter(slot: str | None) -> str:
     """The Docker label filter of one slot's objects, or of every lab's when no slot is named."""
     return f"{SLOT_LABEL}={slot}" if slot else LABEL
+
+
+STALE_ENDPOINTS = "has active endpoints"
+
+
+def remove_networks(networks: list[str]) -> None:
+    """Remove the networks once their containers are gone. Docker 20.10 sometimes keeps an endpoint of a removed
+    container, and the network then refuses removal for good: after a few tries the engine is restarted, which
+    drops such endpoints, but only while it runs no container at all (lab/engine.sh restart)."""
+    for attempt in range(4):
+        proc = sh(["docker", "network", "rm", *networks], check=False)
+        left = [n for n in networks if n in labelled("network", LABEL)]
+        if proc.returncode == 0 or not left:
+            return
+        if STALE_ENDPOINTS not in proc.stderr:
+            raise LabError(f"docker network rm {' '.join(left)}: {proc.stderr.strip()}")
+        networks = left
+        time.sleep(1)
+        if attempt == 2:
+            log(f"{', '.join(left)}: Docker kept endpoints of removed containers; restarting the idle engine")
+            restart = sh([str(ROOT / "lab" / "engine.sh"), "restart"], check=False)
+            if restart.returncode != 0:
+                raise LabError(f"networks {', '.join(left)} keep endpoints of removed containers and the engine "
+                               f"cannot be restarted now: {restart.stderr.strip()}")
+    raise LabError(f"networks {', '.join(networks)} keep endpoints of removed containers even after an engine "
+                   "restart (docker network inspect; journal or /var/log/sparkfleet-dockerd.log)")
 
 
 @contextmanager

@@ -475,3 +475,57 @@ def test_a_host_vars_file_of_the_source_joins_the_renderer_vars_in_one_directory
                              capture_output=True, text=True, check=True)
     dgx3 = json.loads(listing.stdout)["_meta"]["hostvars"]["dgx3"]
     assert dgx3["serve_lab_marker"] == 3 and dgx3["spark_fabric_netplan_renderer"] == "NetworkManager"
+
+
+class FakeEngine:
+    """Stands in for the docker CLI and lab/engine.sh: networks that refuse removal until `frees_after` calls, or
+    until the engine restarts."""
+
+    def __init__(self, networks: list[str], frees_after: int, restart_frees: bool = True, restart_rc: int = 0,
+                 error: str = "has active endpoints") -> None:
+        self.networks, self.frees_after, self.restart_frees = set(networks), frees_after, restart_frees
+        self.restart_rc, self.error, self.calls = restart_rc, error, []  # type: ignore[var-annotated]
+
+    def sh(self, args: list[str], check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        self.calls.append(args[:3])
+        if args[:3] == ["docker", "network", "rm"]:
+            self.frees_after -= 1
+            if self.frees_after <= 0:
+                self.networks -= set(args[3:])
+                return subprocess.CompletedProcess(args, 0, "", "")
+            return subprocess.CompletedProcess(args, 1, "", f"Error response from daemon: network x {self.error}")
+        if args[0].endswith("engine.sh"):
+            if self.restart_frees and self.restart_rc == 0:
+                self.frees_after = 0
+            return subprocess.CompletedProcess(args, self.restart_rc, "", "engine: not restarting dockerd: containers exist")
+        raise AssertionError(args)
+
+
+def use_engine(monkeypatch: pytest.MonkeyPatch, engine: FakeEngine) -> None:
+    monkeypatch.setattr(lab, "sh", engine.sh)
+    monkeypatch.setattr(lab, "labelled", lambda kind, label: sorted(engine.networks))
+    monkeypatch.setattr(lab.time, "sleep", lambda s: None)
+
+
+def test_networks_with_endpoints_left_by_docker_are_retried_then_freed_by_an_idle_engine_restart(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    quick = FakeEngine(["n1", "n2"], frees_after=2)
+    use_engine(monkeypatch, quick)
+    lab.remove_networks(["n1", "n2"])
+    assert not quick.networks and not any(c[0].endswith("engine.sh") for c in quick.calls)
+    stale = FakeEngine(["n1"], frees_after=99)
+    use_engine(monkeypatch, stale)
+    lab.remove_networks(["n1"])
+    assert not stale.networks and sum(c[0].endswith("engine.sh") for c in stale.calls) == 1
+
+
+@pytest.mark.parametrize(("engine", "match"), [
+    (FakeEngine(["n1"], frees_after=99, restart_rc=1), "cannot be restarted now: engine: not restarting dockerd"),
+    (FakeEngine(["n1"], frees_after=99, restart_frees=False), "even after an engine restart"),
+    (FakeEngine(["n1"], frees_after=99, error="is in use by task"), "docker network rm n1: .*is in use by task"),
+])
+def test_networks_that_stay_are_named_with_the_reason(monkeypatch: pytest.MonkeyPatch, engine: FakeEngine,
+                                                      match: str) -> None:
+    use_engine(monkeypatch, engine)
+    with pytest.raises(lab.LabError, match=match):
+        lab.remove_networks(["n1"])
