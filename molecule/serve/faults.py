@@ -62,8 +62,15 @@ def check(label: str, ok: bool, detail: Any = "") -> None:
 
 
 def fatal_message(run: subprocess.CompletedProcess[str]) -> str:
+    """Every failure line of the run, whole: a check searches all of it, since a failure message carries each
+    dead rank's last log lines and its length varies from run to run."""
     lines = [ln for ln in (run.stdout + run.stderr).splitlines() if "serve failed:" in ln or "FAILED!" in ln]
-    return "\n".join(lines)[-3000:] or (run.stdout + run.stderr)[-3000:]
+    return "\n".join(lines) or run.stdout + run.stderr
+
+
+def brief(text: str, keep: int = 1500) -> str:
+    """What a check prints of a long message: its start (the ranks named) and its end (the verdict)."""
+    return text if len(text) <= 2 * keep else f"{text[:keep]} [...] {text[-keep:]}"
 
 
 def containers(host: str) -> dict[str, str]:
@@ -116,7 +123,7 @@ def replace_broken() -> None:
         extra.unlink()
     msg = fatal_message(run)
     check("replace with a broken image fails naming the dead rank", run.returncode != 0
-          and f"{HOSTS[1]}: container is exited, exit code 3" in msg and "previous service was restored" in msg, msg)
+          and f"{HOSTS[1]}: container is exited, exit code 3" in msg and "previous service was restored" in msg, brief(msg))
     output = run.stdout + run.stderr
     check("a secret in the serving environment appears nowhere in the -vvv --diff output", secret not in output,
           [ln[:300] for ln in output.splitlines() if secret in ln][:5])
@@ -175,10 +182,10 @@ def rollback_fails_too() -> None:
     msg = fatal_message(run)
     check("a rename that fails mid-replace sends the group to the rollback, naming the rank and the step",
           run.returncode != 0 and f"serve failed: {last}: Serve | Keep the previous containers" in msg
-          and "docker rename: refused by the lab's test double" in msg, msg)
+          and "docker rename: refused by the lab's test double" in msg, brief(msg))
     check("the failed rollback names its rank and step and what is left on every rank",
           f"the rollback failed too: {last}: Serve | Restart the previous containers" in msg
-          and "Left on the ranks:" in msg and all(f"{h}: {NAME} " in msg for h in HOSTS), msg)
+          and "Left on the ranks:" in msg and all(f"{h}: {NAME} " in msg for h in HOSTS), brief(msg))
     check("the ranks renamed before the failure have the previous container under its name again",
           all(set(containers(h)) == {NAME} for h in HOSTS), {h: containers(h) for h in HOSTS})
     check("stop.yml clears what the failed rollback left", playbook("stop.yml").returncode == 0)
@@ -204,7 +211,7 @@ def interrupted_controller() -> None:
           and not running(HOSTS[1]), {"last line": seen.strip(), "guard": guard_active(HOSTS[1]),
                                       "containers": containers(HOSTS[1])})
     run = playbook("serve.yml")
-    check("the next serve.yml cleans up and starts the group", run.returncode == 0, fatal_message(run))
+    check("the next serve.yml cleans up and starts the group", run.returncode == 0, brief(fatal_message(run)))
     healthy_report()
 
 
@@ -222,9 +229,9 @@ def dead_worker() -> None:
             break
         time.sleep(0.5)
     out, _ = proc.communicate(timeout=300)
-    msg = "\n".join(ln for ln in out.splitlines() if "serve failed:" in ln)[-3000:]
+    msg = "\n".join(ln for ln in out.splitlines() if "serve failed:" in ln)
     check("a worker exiting during startup fails the start naming it", killed and proc.returncode != 0
-          and f"{HOSTS[1]}: container is exited" in msg, msg or out[-2000:])
+          and f"{HOSTS[1]}: container is exited" in msg, brief(msg or out))
     nothing_left("after the dead worker")
 
 
@@ -238,7 +245,7 @@ def guard_trip() -> None:
                    "-e", "serve_lab_startup_s=20")
     msg = fatal_message(run)
     check("a startup guard crossing its threshold kills the container and fails the start",
-          run.returncode != 0 and "memory guard" in msg and "137" in msg, msg)
+          run.returncode != 0 and "memory guard" in msg and "137" in msg, brief(msg))
     nothing_left("after the guard trip")
 
 
@@ -275,7 +282,7 @@ def wait_for(what: Callable[[], bool], seconds: float) -> bool:
 def supervised() -> None:
     run = playbook("serve.yml", *SUPERVISED)
     check("serve.yml installs the supervisor on the healthy group", run.returncode == 0
-          and node(HOSTS[0], "systemctl", "is-active", SUPERVISOR).stdout.strip() == "active", fatal_message(run))
+          and node(HOSTS[0], "systemctl", "is-active", SUPERVISOR).stdout.strip() == "active", brief(fatal_message(run)))
     before = started_at(HOSTS[1])
     node(HOSTS[1], "docker", "kill", NAME)  # a worker dies while serving
     restarted = wait_for(lambda: started_at(HOSTS[1]) != before and started_at(HOSTS[1]).endswith("true")
@@ -312,6 +319,8 @@ def main() -> int:
             print(json.dumps({"fault": name, "passed": True, "seconds": round(time.monotonic() - started, 1)}), flush=True)
     except Broken as exc:
         print(json.dumps({"failed": str(exc)[:4000]}), flush=True)
+        # Ansible prints stderr before stdout in a failed task's result: the broken check leads a clipped log.
+        print(f"failed: {str(exc)[:600]}", file=sys.stderr, flush=True)
         return 1
     return 0
 
