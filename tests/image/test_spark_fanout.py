@@ -10,7 +10,8 @@ from conftest import FIXTURES
 from testlib import load_source
 
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_fanout import (
-    FanoutError, cable_addresses, fanout_waves, possible_senders, vetted_holders)
+    FanoutError, cable_addresses, delivery_paths, fabric_addresses, fanout_waves, possible_senders, registry_pulls,
+    vetted_holders)
 
 TRIANGLE = json.loads((FIXTURES / "plan-tp3-triangle.json").read_text())["nodes"]
 RING = json.loads((FIXTURES / "plan-tp4-ring.json").read_text())["nodes"]
@@ -188,3 +189,59 @@ def test_two_groups_on_one_switch_reach_each_other_over_the_rails() -> None:
     site = _switched(["dgx1", "dgx2"]) + _switched(["dgx3", "dgx4"], first_id=3)
     waves = fanout_waves(site, "dgx1", ["dgx2", "dgx3", "dgx4"], holders=["dgx2"])
     assert edges(waves) == [["dgx1->dgx3@10.100.1.3", "dgx2->dgx4@10.100.1.4"]]
+
+
+# --- pulls from a registry on the source ----------------------------------------------------------
+
+def test_a_triangle_pulls_from_the_head_at_the_heads_own_cable_address() -> None:
+    pulls = registry_pulls(TRIANGLE, "dgx1", ["dgx3", "dgx2"])
+    assert pulls == {"pulls": [{"to": "dgx2", "address": "10.12.1.1"}, {"to": "dgx3", "address": "10.13.1.1"}],
+                     "relay": [], "listen": ["10.12.1.1", "10.13.1.1"]}
+
+
+def test_a_ring_leaves_the_non_neighbour_to_the_waves() -> None:
+    pulls = registry_pulls(RING, "dgx1", ["dgx2", "dgx3", "dgx4", "dgx1"])
+    assert pulls["pulls"] == [{"to": "dgx2", "address": "10.12.1.1"}, {"to": "dgx4", "address": "10.14.1.1"}]
+    assert pulls["relay"] == ["dgx3"]
+    # the relay then starts from the ranks that pulled
+    waves = fanout_waves(RING, "dgx1", pulls["relay"], holders=[p["to"] for p in pulls["pulls"]])
+    assert edges(waves) == [["dgx2->dgx3@10.23.1.3"]]
+
+
+def test_a_switch_pulls_every_rank_over_the_first_rail_at_one_address() -> None:
+    pulls = registry_pulls(_switched(["dgx1", "dgx2", "dgx3", "dgx4"]), "dgx1", ["dgx2", "dgx3", "dgx4"])
+    assert [p["address"] for p in pulls["pulls"]] == ["10.100.1.1"] * 3
+    assert pulls["listen"] == ["10.100.1.1"] and pulls["relay"] == []
+
+
+def test_nothing_to_pull_listens_nowhere() -> None:
+    assert registry_pulls(RING, "dgx1", []) == {"pulls": [], "relay": [], "listen": []}
+
+
+@pytest.mark.parametrize(("source", "targets", "message"), [
+    ("controller", ["dgx2"], "registry host controller is not on the fabric; the ranks cannot pull from it"),
+    ("dgx1", ["dgx9"], "registry targets not in the fabric plan: dgx9"),
+])
+def test_registry_pulls_refusals(source: str, targets: List[str], message: str) -> None:
+    with pytest.raises(FanoutError, match=f"^{message}$"):
+        registry_pulls(RING, source, targets)
+
+
+def test_fabric_addresses_are_every_address_of_the_host_in_path_order() -> None:
+    assert fabric_addresses(TRIANGLE, "dgx1") == ["10.12.1.1", "10.13.1.1", "10.12.2.1", "10.13.2.1"]
+    with pytest.raises(FanoutError, match="^dgx9 is not in the fabric plan$"):
+        fabric_addresses(TRIANGLE, "dgx9")
+
+
+def test_delivery_paths_name_each_ranks_way() -> None:
+    pulls = registry_pulls(RING, "dgx1", ["dgx2", "dgx3", "dgx4"])
+    waves = fanout_waves(RING, "dgx1", pulls["relay"], holders=["dgx2", "dgx4"])
+    assert delivery_paths(["dgx1"], [], pulls, waves, "dgx1", 5000) == [
+        "dgx1: held it already",
+        "dgx2: pulled by digest from the registry on dgx1 at 10.12.1.1:5000 (fabric)",
+        "dgx3: streamed from dgx2 to 10.23.1.3 (fabric, wave 1)",
+        "dgx4: pulled by digest from the registry on dgx1 at 10.14.1.1:5000 (fabric)",
+    ]
+    streamed = fanout_waves(TRIANGLE, "dgx1", ["dgx3"])
+    assert delivery_paths([], ["dgx2"], {"pulls": []}, streamed, "dgx1", None) == [
+        "dgx2: held it under another name, tagged", "dgx3: streamed from dgx1 to 10.13.1.3 (fabric, wave 1)"]

@@ -97,6 +97,25 @@ def _plan_nodes(plan: Any, name: str) -> Any:
     return nodes
 
 
+def spark_registry_pulls(plan: Any, source: str, targets: Any) -> dict[str, Any]:
+    """{pulls: [{to, address}], relay: [...], listen: [...]}: which ranks pull from a registry on the source, at
+    which of its addresses, and which ranks have no link to it (they are left to the waves)."""
+    return _call(_FANOUT.registry_pulls, _plan_nodes(plan, "spark_registry_pulls"), source, list(targets or []))
+
+
+def spark_image_paths(plan: Any, pulls: Any, waves: Any, source: str, port: Any = None) -> list[str]:
+    """One line per rank of how it got the image: held, retagged, pulled from the registry, or streamed."""
+    if not isinstance(plan, Mapping) or not isinstance(pulls, Mapping):
+        raise AnsibleFilterError("spark_image_paths: expected the spark_image_plan and spark_registry_pulls results")
+    return _call(_FANOUT.delivery_paths, list(plan.get("current") or []), list(plan.get("retag") or []), dict(pulls),
+                 [list(w) for w in (waves or [])], source, None if port is None else int(port))
+
+
+def spark_fabric_addresses(plan: Any, host: str) -> list[str]:
+    """The host's fabric addresses in the plan, path order (the names of its registry certificate)."""
+    return _call(_FANOUT.fabric_addresses, _plan_nodes(plan, "spark_fabric_addresses"), host)
+
+
 def spark_fanout_senders(plan: Any, source: str, targets: Any, holders: Any) -> list[str]:
     """The holders (not the source) cabled to a target: each may send, so each is hashed before the waves."""
     return _call(_FANOUT.possible_senders, _plan_nodes(plan, "spark_fanout_senders"), source,
@@ -137,6 +156,9 @@ class FilterModule:
             "spark_image_mismatch_message": spark_image_mismatch_message,
             "spark_image_shared_depth": spark_image_shared_depth,
             "spark_fanout_waves": spark_fanout_waves,
+            "spark_registry_pulls": spark_registry_pulls,
+            "spark_fabric_addresses": spark_fabric_addresses,
+            "spark_image_paths": spark_image_paths,
             "spark_fanout_senders": spark_fanout_senders,
             "spark_fanout_vetted": spark_fanout_vetted,
             "spark_fanout_progress": spark_fanout_progress,

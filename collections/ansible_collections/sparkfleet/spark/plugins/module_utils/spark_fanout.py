@@ -112,6 +112,56 @@ def _management_wave(source: str, missing: Sequence[str], mgmt: Mapping[str, Opt
              "network": "management"} for target in missing]
 
 
+# --- Pulls from a registry on the source ------------------------------------------------------------
+# A registry on the source serves every rank cabled to it (or on a rail with it) at the source's own address on
+# that link, so each rank fetches only the layers it lacks, all ranks at once. A rank with no link to the source
+# is left to the waves, which may start from the ranks that pulled.
+
+def registry_pulls(nodes: Sequence[Mapping[str, Any]], source: str, targets: Sequence[str]) -> Dict[str, Any]:
+    """{pulls: [{to, address}], relay: [targets with no link to the source], listen: [the source's addresses
+    the pulls use, in rank order]}; `address` is the source's own fabric address on the rank's first path."""
+    known = {n["host"] for n in nodes}
+    unknown = sorted(set(targets) - known)
+    if unknown:
+        raise FanoutError(f"registry targets not in the fabric plan: {', '.join(unknown)}")
+    if source not in known:
+        raise FanoutError(f"registry host {source} is not on the fabric; the ranks cannot pull from it")
+    links = cable_addresses(nodes)
+    rank = _order(nodes)
+    pulls, relay = [], []
+    for target in sorted(set(targets) - {source}, key=lambda h: rank[h]):
+        addresses = links.get((target, source))
+        if addresses:
+            pulls.append({"to": target, "address": addresses[0]})
+        else:
+            relay.append(target)
+    return {"pulls": pulls, "relay": relay, "listen": list(dict.fromkeys(p["address"] for p in pulls))}
+
+
+def fabric_addresses(nodes: Sequence[Mapping[str, Any]], host: str) -> List[str]:
+    """Every fabric address (without prefix) of the host in the plan, path order: what its certificate names."""
+    for node in nodes:
+        if node["host"] == host:
+            ifaces = sorted(node.get("interfaces") or [], key=lambda i: int(i.get("path") or 0))
+            return [str(i["address"]).split("/")[0] for i in ifaces if i.get("address")]
+    raise FanoutError(f"{host} is not in the fabric plan")
+
+
+def delivery_paths(current: Sequence[str], retag: Sequence[str], pulls: Mapping[str, Any],
+                   waves: Sequence[Sequence[Mapping[str, Any]]], source: str, port: Optional[int]) -> List[str]:
+    """One line per rank, sorted by host: how it got the payload in this run (held it, retagged, pulled from the
+    source's registry at which address, or streamed in which wave from whom to which address over which network)."""
+    lines = {h: f"{h}: held it already" for h in current}
+    lines.update({h: f"{h}: held it under another name, tagged" for h in retag})
+    for pull in pulls.get("pulls") or []:
+        lines[pull["to"]] = f"{pull['to']}: pulled by digest from the registry on {source} at {pull['address']}:{port} (fabric)"
+    for number, wave in enumerate(waves, start=1):
+        for t in wave:
+            lines[t["to"]] = (f"{t['to']}: streamed from {t['from']} to {t['address']} ({t.get('network', 'fabric')}, "
+                              f"wave {number}{', relayed copy' if t.get('from_relay') else ''})")
+    return [lines[h] for h in sorted(lines)]
+
+
 # --- Holders are hashed before they send ----------------------------------------------------------
 # A holder passed the cheap size check; a same-size corrupt file passes it too, and rsync would spread it to
 # every rank the holder feeds. So every holder that may send is hashed first and only verified ones send.
