@@ -18,13 +18,14 @@ apt-get update -qq
 # grub-common, grub2-common: grub-editenv / grub-reboot on stand-in /boot files.
 # network-manager: the netplan renderer of DGX OS, run by the lab nodes that render the fabric for it.
 # python3-venv: the router role installs it on a Spark from the archive; lab nodes reach no archive.
+# docker-registry: the image registry role installs it on the builder from the archive, for the same reason.
 apt-get install -y -qq --no-install-recommends \
   systemd systemd-sysv dbus udev \
   python3 python3-apt python3-requests python3-aiohttp python3-yaml python3-venv \
   iproute2 iputils-ping procps kmod ca-certificates curl rsync openssh-client openssh-server less gnupg \
   lldpd netplan.io network-manager docker.io git sudo \
   dkms build-essential linux-headers-amd64 openssl mokutil grub-common grub2-common \
-  apt-utils dpkg-dev >/dev/null
+  apt-utils dpkg-dev docker-registry >/dev/null
 
 # Consoles do not exist in a container; getty units would restart forever.
 systemctl mask getty.target getty@.service serial-getty@.service console-getty.service getty-static.service
@@ -37,6 +38,8 @@ systemctl mask systemd-networkd-wait-online.service
 # to wait for.
 systemctl disable NetworkManager.service NetworkManager-dispatcher.service
 systemctl mask NetworkManager-wait-online.service
+# The packaged registry would listen on every address of every node: the image registry role runs its own units.
+systemctl disable docker-registry.service
 printf '[main]\nno-auto-default=*\n' >/etc/NetworkManager/conf.d/50-sparkfleet-lab.conf
 # udevd is skipped by its own condition (read-only /sys in a container); udevadm stays for netplan.
 # The kernel is the host's: nothing to load, nothing to build at boot for it.
