@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 COLLECTION = ROOT / "collections" / "ansible_collections" / "sparkfleet" / "spark"
 PLAYBOOK = ROOT / ".venv" / "bin" / "ansible-playbook"
 SSH_DIR = "/var/lib/sparkfleet/ssh"
+# Every playbook run's output (profile_tasks timings included), numbered in the order of the run.
+LOGS = ROOT / "build" / "logs" / "bench-distribution"
 
 
 def log(msg: str) -> None:
@@ -52,6 +54,9 @@ def playbook(inventory: Path, book: str, *args: str, extra: dict[str, Any] | Non
     start = time.monotonic()
     proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     elapsed = time.monotonic() - start
+    LOGS.mkdir(parents=True, exist_ok=True)
+    runs = len(list(LOGS.glob("run-*.log")))
+    (LOGS / f"run-{runs + 1:02d}.log").write_text(f"{' '.join(argv)}\n{elapsed:.1f} s\n{proc.stdout}{proc.stderr}")
     if proc.returncode != 0:
         sys.exit(f"bench-distribution: {book} {' '.join(args)} failed:\n{proc.stdout[-4000:]}{proc.stderr[-2000:]}")
     return elapsed
@@ -118,6 +123,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--inventory", required=True, type=Path)
     args = parser.parse_args()
+    for old in LOGS.glob("run-*.log"):
+        old.unlink()
     lab = Lab(args.inventory.resolve())
     log(f"head {lab.head}, workers {', '.join(lab.workers)}; preparing fabric and lab upstreams")
     playbook(lab.inventory, "molecule/image/prepare.yml")
