@@ -69,17 +69,19 @@ def test_filters_load_under_ansible() -> None:
 
 def test_registry_filters_take_the_plan_and_name_bad_input() -> None:
     plan = json.loads((ROOT / "tests" / "image" / "fixtures" / "plan-tp4-ring.json").read_text())
-    pulls = FILTERS["spark_registry_pulls"](plan, "dgx1", ["dgx2", "dgx3", "dgx4"])
-    assert [p["to"] for p in pulls["pulls"]] == ["dgx2", "dgx4"] and pulls["relay"] == ["dgx3"]
+    result = FILTERS["spark_registry_waves"](plan, "dgx1", ["dgx2", "dgx3", "dgx4"], ["dgx1"])
+    assert [[p["to"] for p in w["pulls"]] for w in result["waves"]] == [["dgx2", "dgx4"], ["dgx3"]]
     assert FILTERS["spark_fabric_addresses"](plan["nodes"], "dgx1")[:2] == ["10.12.1.1", "10.14.1.1"]
-    lines = FILTERS["spark_image_paths"]({"current": ["dgx1"], "retag": []}, pulls, [], "dgx1", "5000")
-    assert lines[1] == "dgx2: pulled by digest from the registry on dgx1 at 10.12.1.1:5000 (fabric)"
-    with pytest.raises(AnsibleFilterError, match="^registry host localhost is not on the fabric"):
-        FILTERS["spark_registry_pulls"](plan, "localhost", ["dgx2"])
-    with pytest.raises(AnsibleFilterError, match="^spark_registry_pulls: expected the fabric plan"):
-        FILTERS["spark_registry_pulls"]("dgx1", "dgx1", ["dgx2"])
+    lines = FILTERS["spark_image_paths"]({"current": ["dgx1"], "retag": []}, result["waves"], [], "5000")
+    assert lines[1] == "dgx2: pulled by digest from the registry on dgx1 at 10.12.1.1:5000 (fabric, wave 1)"
+    with pytest.raises(AnsibleFilterError, match="^source localhost is not on the fabric"):
+        FILTERS["spark_registry_waves"](plan, "localhost", ["dgx2"])
+    with pytest.raises(AnsibleFilterError, match="^spark_registry_waves: expected the fabric plan"):
+        FILTERS["spark_registry_waves"]("dgx1", "dgx1", ["dgx2"])
     with pytest.raises(AnsibleFilterError, match="^spark_image_paths: expected the spark_image_plan"):
-        FILTERS["spark_image_paths"]([], pulls, [], "dgx1")
+        FILTERS["spark_image_paths"]([], [], [])
+    with pytest.raises(AnsibleFilterError, match="^spark_image_paths: stream must be a list of waves"):
+        FILTERS["spark_image_paths"]({}, [], "dgx2")
 
 
 def test_fanout_waves_filter_takes_the_plan() -> None:

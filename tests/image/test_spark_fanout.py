@@ -10,7 +10,7 @@ from conftest import FIXTURES
 from testlib import load_source
 
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_fanout import (
-    FanoutError, cable_addresses, delivery_paths, fabric_addresses, fanout_waves, possible_senders, registry_pulls,
+    FanoutError, cable_addresses, delivery_paths, fabric_addresses, fanout_waves, possible_senders, registry_waves,
     vetted_holders)
 
 TRIANGLE = json.loads((FIXTURES / "plan-tp3-triangle.json").read_text())["nodes"]
@@ -191,40 +191,57 @@ def test_two_groups_on_one_switch_reach_each_other_over_the_rails() -> None:
     assert edges(waves) == [["dgx1->dgx3@10.100.1.3", "dgx2->dgx4@10.100.1.4"]]
 
 
-# --- pulls from a registry on the source ----------------------------------------------------------
+# --- registry waves ------------------------------------------------------------------------------
+
+def pulls_of(result: Dict[str, Any]) -> List[List[str]]:
+    return [[f"{p['from']}->{p['to']}@{p['address']}" for p in wave["pulls"]] for wave in result["waves"]]
+
 
 def test_a_triangle_pulls_from_the_head_at_the_heads_own_cable_address() -> None:
-    pulls = registry_pulls(TRIANGLE, "dgx1", ["dgx3", "dgx2"])
-    assert pulls == {"pulls": [{"to": "dgx2", "address": "10.12.1.1"}, {"to": "dgx3", "address": "10.13.1.1"}],
-                     "relay": [], "listen": ["10.12.1.1", "10.13.1.1"]}
+    result = registry_waves(TRIANGLE, "dgx1", ["dgx3", "dgx2"])
+    assert pulls_of(result) == [["dgx1->dgx2@10.12.1.1", "dgx1->dgx3@10.13.1.1"]]
+    assert result["waves"][0]["registries"] == [{"host": "dgx1", "listen": ["10.12.1.1", "10.13.1.1"]}]
+    assert result["stream"] == []
 
 
-def test_a_ring_leaves_the_non_neighbour_to_the_waves() -> None:
-    pulls = registry_pulls(RING, "dgx1", ["dgx2", "dgx3", "dgx4", "dgx1"])
-    assert pulls["pulls"] == [{"to": "dgx2", "address": "10.12.1.1"}, {"to": "dgx4", "address": "10.14.1.1"}]
-    assert pulls["relay"] == ["dgx3"]
-    # the relay then starts from the ranks that pulled
-    waves = fanout_waves(RING, "dgx1", pulls["relay"], holders=[p["to"] for p in pulls["pulls"]])
-    assert edges(waves) == [["dgx2->dgx3@10.23.1.3"]]
+def test_a_ring_pulls_the_non_neighbour_from_a_rank_that_pulled_first() -> None:
+    result = registry_waves(RING, "dgx1", ["dgx2", "dgx3", "dgx4"])
+    assert pulls_of(result) == [["dgx1->dgx2@10.12.1.1", "dgx1->dgx4@10.14.1.1"], ["dgx2->dgx3@10.23.1.2"]]
+    assert result["waves"][1]["registries"] == [{"host": "dgx2", "listen": ["10.23.1.2"]}]
+
+
+def test_holders_serve_from_their_own_registry() -> None:
+    result = registry_waves(RING, "dgx1", ["dgx2", "dgx4"], holders=["dgx3"])
+    assert pulls_of(result) == [["dgx1->dgx2@10.12.1.1", "dgx3->dgx4@10.34.1.3"]]
+    assert [r["host"] for r in result["waves"][0]["registries"]] == ["dgx1", "dgx3"]
 
 
 def test_a_switch_pulls_every_rank_over_the_first_rail_at_one_address() -> None:
-    pulls = registry_pulls(_switched(["dgx1", "dgx2", "dgx3", "dgx4"]), "dgx1", ["dgx2", "dgx3", "dgx4"])
-    assert [p["address"] for p in pulls["pulls"]] == ["10.100.1.1"] * 3
-    assert pulls["listen"] == ["10.100.1.1"] and pulls["relay"] == []
+    result = registry_waves(_switched(["dgx1", "dgx2", "dgx3", "dgx4"]), "dgx1", ["dgx2", "dgx3", "dgx4"])
+    assert [p["address"] for p in result["waves"][0]["pulls"]] == ["10.100.1.1"] * 3
+    assert result["waves"][0]["registries"] == [{"host": "dgx1", "listen": ["10.100.1.1"]}]
 
 
-def test_nothing_to_pull_listens_nowhere() -> None:
-    assert registry_pulls(RING, "dgx1", []) == {"pulls": [], "relay": [], "listen": []}
+def test_management_transfers_stay_streams() -> None:
+    cut = copy.deepcopy(TRIANGLE)
+    for node in cut:  # dgx3 loses both of its cables
+        node["interfaces"] = [i for i in node["interfaces"] if "dgx3" not in (node["host"], i["peer_host"])]
+    result = registry_waves(cut, "dgx1", ["dgx2", "dgx3"], management_fallback=True)
+    assert pulls_of(result) == [["dgx1->dgx2@10.12.1.1"]]
+    assert edges(result["stream"]) == [["dgx1->dgx3@10.0.1.73"]]
+    off = registry_waves(RING, "controller", ["dgx2"], management_fallback=True)
+    assert off["waves"] == [] and edges(off["stream"]) == [["controller->dgx2@10.0.1.72"]]
 
 
-@pytest.mark.parametrize(("source", "targets", "message"), [
-    ("controller", ["dgx2"], "registry host controller is not on the fabric; the ranks cannot pull from it"),
-    ("dgx1", ["dgx9"], "registry targets not in the fabric plan: dgx9"),
-])
-def test_registry_pulls_refusals(source: str, targets: List[str], message: str) -> None:
-    with pytest.raises(FanoutError, match=f"^{message}$"):
-        registry_pulls(RING, source, targets)
+def test_nothing_to_send_is_no_wave() -> None:
+    assert registry_waves(RING, "dgx1", []) == {"waves": [], "stream": []}
+
+
+def test_registry_waves_refuse_what_the_fanout_refuses() -> None:
+    with pytest.raises(FanoutError, match="^source controller is not on the fabric"):
+        registry_waves(RING, "controller", ["dgx2"])
+    with pytest.raises(FanoutError, match="^fan-out targets not in the fabric plan: dgx9$"):
+        registry_waves(RING, "dgx1", ["dgx9"])
 
 
 def test_fabric_addresses_are_every_address_of_the_host_in_path_order() -> None:
@@ -234,14 +251,13 @@ def test_fabric_addresses_are_every_address_of_the_host_in_path_order() -> None:
 
 
 def test_delivery_paths_name_each_ranks_way() -> None:
-    pulls = registry_pulls(RING, "dgx1", ["dgx2", "dgx3", "dgx4"])
-    waves = fanout_waves(RING, "dgx1", pulls["relay"], holders=["dgx2", "dgx4"])
-    assert delivery_paths(["dgx1"], [], pulls, waves, "dgx1", 5000) == [
+    result = registry_waves(RING, "dgx1", ["dgx2", "dgx3", "dgx4"])
+    assert delivery_paths(["dgx1"], [], result["waves"], result["stream"], 5000) == [
         "dgx1: held it already",
-        "dgx2: pulled by digest from the registry on dgx1 at 10.12.1.1:5000 (fabric)",
-        "dgx3: streamed from dgx2 to 10.23.1.3 (fabric, wave 1)",
-        "dgx4: pulled by digest from the registry on dgx1 at 10.14.1.1:5000 (fabric)",
+        "dgx2: pulled by digest from the registry on dgx1 at 10.12.1.1:5000 (fabric, wave 1)",
+        "dgx3: pulled by digest from the registry on dgx2 at 10.23.1.2:5000 (fabric, wave 2)",
+        "dgx4: pulled by digest from the registry on dgx1 at 10.14.1.1:5000 (fabric, wave 1)",
     ]
     streamed = fanout_waves(TRIANGLE, "dgx1", ["dgx3"])
-    assert delivery_paths([], ["dgx2"], {"pulls": []}, streamed, "dgx1", None) == [
+    assert delivery_paths([], ["dgx2"], [], streamed, None) == [
         "dgx2: held it under another name, tagged", "dgx3: streamed from dgx1 to 10.13.1.3 (fabric, wave 1)"]

@@ -97,18 +97,23 @@ def _plan_nodes(plan: Any, name: str) -> Any:
     return nodes
 
 
-def spark_registry_pulls(plan: Any, source: str, targets: Any) -> dict[str, Any]:
-    """{pulls: [{to, address}], relay: [...], listen: [...]}: which ranks pull from a registry on the source, at
-    which of its addresses, and which ranks have no link to it (they are left to the waves)."""
-    return _call(_FANOUT.registry_pulls, _plan_nodes(plan, "spark_registry_pulls"), source, list(targets or []))
+def spark_registry_waves(plan: Any, source: str, targets: Any, holders: Any = (),
+                         management_fallback: bool = False) -> dict[str, Any]:
+    """{waves: [{registries: [{host, listen}], pulls: [{to, from, address}]}], stream: [[...]]}: the fan-out waves
+    carried by a registry on each sender; the management-network transfers stay streams."""
+    return _call(_FANOUT.registry_waves, _plan_nodes(plan, "spark_registry_waves"), source, list(targets or []),
+                 holders=list(holders or []), management_fallback=bool(management_fallback))
 
 
-def spark_image_paths(plan: Any, pulls: Any, waves: Any, source: str, port: Any = None) -> list[str]:
-    """One line per rank of how it got the image: held, retagged, pulled from the registry, or streamed."""
-    if not isinstance(plan, Mapping) or not isinstance(pulls, Mapping):
-        raise AnsibleFilterError("spark_image_paths: expected the spark_image_plan and spark_registry_pulls results")
-    return _call(_FANOUT.delivery_paths, list(plan.get("current") or []), list(plan.get("retag") or []), dict(pulls),
-                 [list(w) for w in (waves or [])], source, None if port is None else int(port))
+def spark_image_paths(plan: Any, registry: Any, stream: Any, port: Any = None) -> list[str]:
+    """One line per rank of how it got the image: held, retagged, pulled from a registry, or streamed."""
+    if not isinstance(plan, Mapping):
+        raise AnsibleFilterError("spark_image_paths: expected the spark_image_plan result")
+    for name, waves in (("registry", registry), ("stream", stream)):
+        if not isinstance(waves, Sequence) or isinstance(waves, (str, bytes)):
+            raise AnsibleFilterError(f"spark_image_paths: {name} must be a list of waves")
+    return _call(_FANOUT.delivery_paths, list(plan.get("current") or []), list(plan.get("retag") or []),
+                 [dict(w) for w in registry], [list(w) for w in stream], None if port is None else int(port))
 
 
 def spark_fabric_addresses(plan: Any, host: str) -> list[str]:
@@ -156,7 +161,7 @@ class FilterModule:
             "spark_image_mismatch_message": spark_image_mismatch_message,
             "spark_image_shared_depth": spark_image_shared_depth,
             "spark_fanout_waves": spark_fanout_waves,
-            "spark_registry_pulls": spark_registry_pulls,
+            "spark_registry_waves": spark_registry_waves,
             "spark_fabric_addresses": spark_fabric_addresses,
             "spark_image_paths": spark_image_paths,
             "spark_fanout_senders": spark_fanout_senders,

@@ -112,30 +112,35 @@ def _management_wave(source: str, missing: Sequence[str], mgmt: Mapping[str, Opt
              "network": "management"} for target in missing]
 
 
-# --- Pulls from a registry on the source ------------------------------------------------------------
-# A registry on the source serves every rank cabled to it (or on a rail with it) at the source's own address on
-# that link, so each rank fetches only the layers it lacks, all ranks at once. A rank with no link to the source
-# is left to the waves, which may start from the ranks that pulled.
+# --- Registry waves ------------------------------------------------------------------------------------
+# The waves above, carried by registries: in each wave every sender runs a registry on its own addresses toward
+# its receivers, and each receiver pulls by digest from its sender over their cable (or rail), so only the layers
+# it lacks move, all receivers at once. A receiver that sends in a later wave pulled the image first and then
+# serves it from its own registry. Transfers over the management network (the fallback) stay streams.
 
-def registry_pulls(nodes: Sequence[Mapping[str, Any]], source: str, targets: Sequence[str]) -> Dict[str, Any]:
-    """{pulls: [{to, address}], relay: [targets with no link to the source], listen: [the source's addresses
-    the pulls use, in rank order]}; `address` is the source's own fabric address on the rank's first path."""
-    known = {n["host"] for n in nodes}
-    unknown = sorted(set(targets) - known)
-    if unknown:
-        raise FanoutError(f"registry targets not in the fabric plan: {', '.join(unknown)}")
-    if source not in known:
-        raise FanoutError(f"registry host {source} is not on the fabric; the ranks cannot pull from it")
+def registry_waves(nodes: Sequence[Mapping[str, Any]], source: str, targets: Sequence[str],
+                   holders: Sequence[str] = (), management_fallback: bool = False) -> Dict[str, Any]:
+    """{waves: [{registries: [{host, listen}], pulls: [{to, from, address}]}], stream: [[management transfers]]}.
+
+    `address` is the sender's own fabric address on the receiver's first path to it; `listen` are a sender's
+    addresses its receivers use, nothing else."""
     links = cable_addresses(nodes)
-    rank = _order(nodes)
-    pulls, relay = [], []
-    for target in sorted(set(targets) - {source}, key=lambda h: rank[h]):
-        addresses = links.get((target, source))
-        if addresses:
-            pulls.append({"to": target, "address": addresses[0]})
-        else:
-            relay.append(target)
-    return {"pulls": pulls, "relay": relay, "listen": list(dict.fromkeys(p["address"] for p in pulls))}
+    waves: List[Dict[str, Any]] = []
+    stream: List[List[Dict[str, Any]]] = []
+    for wave in fanout_waves(nodes, source, targets, holders, management_fallback):
+        fabric = [t for t in wave if t["network"] == "fabric"]
+        if len(fabric) < len(wave):
+            stream.append([t for t in wave if t["network"] != "fabric"])
+        if not fabric:
+            continue
+        pulls = [{"to": t["to"], "from": t["from"], "address": links[(t["to"], t["from"])][0]} for t in fabric]
+        listen: Dict[str, List[str]] = {}
+        for pull in pulls:
+            addresses = listen.setdefault(pull["from"], [])
+            if pull["address"] not in addresses:
+                addresses.append(pull["address"])
+        waves.append({"registries": [{"host": h, "listen": a} for h, a in listen.items()], "pulls": pulls})
+    return {"waves": waves, "stream": stream}
 
 
 def fabric_addresses(nodes: Sequence[Mapping[str, Any]], host: str) -> List[str]:
@@ -147,15 +152,17 @@ def fabric_addresses(nodes: Sequence[Mapping[str, Any]], host: str) -> List[str]
     raise FanoutError(f"{host} is not in the fabric plan")
 
 
-def delivery_paths(current: Sequence[str], retag: Sequence[str], pulls: Mapping[str, Any],
-                   waves: Sequence[Sequence[Mapping[str, Any]]], source: str, port: Optional[int]) -> List[str]:
-    """One line per rank, sorted by host: how it got the payload in this run (held it, retagged, pulled from the
-    source's registry at which address, or streamed in which wave from whom to which address over which network)."""
+def delivery_paths(current: Sequence[str], retag: Sequence[str], registry: Sequence[Mapping[str, Any]],
+                   stream: Sequence[Sequence[Mapping[str, Any]]], port: Optional[int]) -> List[str]:
+    """One line per rank, sorted by host: how it got the payload in this run (held it, retagged, pulled from which
+    rank's registry at which address in which wave, or streamed from whom to which address over which network)."""
     lines = {h: f"{h}: held it already" for h in current}
     lines.update({h: f"{h}: held it under another name, tagged" for h in retag})
-    for pull in pulls.get("pulls") or []:
-        lines[pull["to"]] = f"{pull['to']}: pulled by digest from the registry on {source} at {pull['address']}:{port} (fabric)"
-    for number, wave in enumerate(waves, start=1):
+    for number, wave in enumerate(registry, start=1):
+        for pull in wave.get("pulls") or []:
+            lines[pull["to"]] = (f"{pull['to']}: pulled by digest from the registry on {pull['from']} at "
+                                 f"{pull['address']}:{port} (fabric, wave {number})")
+    for number, wave in enumerate(stream, start=len(registry) + 1):
         for t in wave:
             lines[t["to"]] = (f"{t['to']}: streamed from {t['from']} to {t['address']} ({t.get('network', 'fabric')}, "
                               f"wave {number}{', relayed copy' if t.get('from_relay') else ''})")
