@@ -132,6 +132,7 @@ def main() -> None:
     log(f"building {first} on {lab.head}")
     playbook(lab.inventory, "playbooks/image.yml", "--tags", "image-build", extra=lab.extra("bench1", 1))
     log(f"{first}: {lab.image_size(first) / 1e6:.0f} MB")
+    playbook(lab.inventory, "molecule/image/bench-ssh.yml")
 
     # A lab measured before still holds the update on the workers; it shares the big layers with the first
     # image and would turn the first distribution into an update.

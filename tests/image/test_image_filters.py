@@ -82,6 +82,13 @@ def test_registry_filters_take_the_plan_and_name_bad_input() -> None:
         FILTERS["spark_image_paths"]([], [], [])
     with pytest.raises(AnsibleFilterError, match="^spark_image_paths: stream must be a list of waves"):
         FILTERS["spark_image_paths"]({}, [], "dgx2")
+    progress = FILTERS["spark_pull_progress"](result["waves"][1], {"dgx3": ["0b3f2c1e7d9a: Pull complete"]},
+                                              {"dgx3": True}, 3)
+    assert progress == ["3 s since the wave started", "dgx2 -> dgx3: 1 of 1 layers pulled, ended"]
+    with pytest.raises(AnsibleFilterError, match="^spark_pull_progress: wave must be one wave"):
+        FILTERS["spark_pull_progress"]([], {}, {}, 0)
+    with pytest.raises(AnsibleFilterError, match="^spark_pull_progress: ended must map each receiver"):
+        FILTERS["spark_pull_progress"](result["waves"][1], {}, [], 0)
 
 
 def test_fanout_waves_filter_takes_the_plan() -> None:

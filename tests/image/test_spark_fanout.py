@@ -10,8 +10,8 @@ from conftest import FIXTURES
 from testlib import load_source
 
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_fanout import (
-    FanoutError, cable_addresses, delivery_paths, fabric_addresses, fanout_waves, possible_senders, registry_waves,
-    vetted_holders)
+    FanoutError, cable_addresses, delivery_paths, fabric_addresses, fanout_waves, possible_senders, pull_layers,
+    pull_progress_lines, registry_waves, vetted_holders)
 
 TRIANGLE = json.loads((FIXTURES / "plan-tp3-triangle.json").read_text())["nodes"]
 RING = json.loads((FIXTURES / "plan-tp4-ring.json").read_text())["nodes"]
@@ -202,12 +202,18 @@ def test_a_triangle_pulls_from_the_head_at_the_heads_own_cable_address() -> None
     assert pulls_of(result) == [["dgx1->dgx2@10.12.1.1", "dgx1->dgx3@10.13.1.1"]]
     assert result["waves"][0]["registries"] == [{"host": "dgx1", "listen": ["10.12.1.1", "10.13.1.1"]}]
     assert result["stream"] == []
+    assert result["servers"] == {"dgx1": ["10.12.1.1", "10.13.1.1"]}
+    assert result["names"] == {"dgx1": ["10.12.1.1", "10.13.1.1", "10.12.2.1", "10.13.2.1"]}
+    assert result["clients"] == {"dgx2": ["10.12.1.1"], "dgx3": ["10.13.1.1"]}
 
 
 def test_a_ring_pulls_the_non_neighbour_from_a_rank_that_pulled_first() -> None:
     result = registry_waves(RING, "dgx1", ["dgx2", "dgx3", "dgx4"])
     assert pulls_of(result) == [["dgx1->dgx2@10.12.1.1", "dgx1->dgx4@10.14.1.1"], ["dgx2->dgx3@10.23.1.2"]]
     assert result["waves"][1]["registries"] == [{"host": "dgx2", "listen": ["10.23.1.2"]}]
+    # every registry of every wave is set up at once: dgx2's before it pulled from dgx1's
+    assert result["servers"] == {"dgx1": ["10.12.1.1", "10.14.1.1"], "dgx2": ["10.23.1.2"]}
+    assert result["clients"] == {"dgx2": ["10.12.1.1"], "dgx4": ["10.14.1.1"], "dgx3": ["10.23.1.2"]}
 
 
 def test_holders_serve_from_their_own_registry() -> None:
@@ -234,7 +240,7 @@ def test_management_transfers_stay_streams() -> None:
 
 
 def test_nothing_to_send_is_no_wave() -> None:
-    assert registry_waves(RING, "dgx1", []) == {"waves": [], "stream": []}
+    assert registry_waves(RING, "dgx1", []) == {"waves": [], "stream": [], "servers": {}, "names": {}, "clients": {}}
 
 
 def test_registry_waves_refuse_what_the_fanout_refuses() -> None:
@@ -261,3 +267,37 @@ def test_delivery_paths_name_each_ranks_way() -> None:
     streamed = fanout_waves(TRIANGLE, "dgx1", ["dgx3"])
     assert delivery_paths([], ["dgx2"], [], streamed, None) == [
         "dgx2: held it under another name, tagged", "dgx3: streamed from dgx1 to 10.13.1.3 (fabric, wave 1)"]
+
+
+# `docker pull` without a terminal: one status line per layer and change (Docker 20.10, the lab's engine).
+PULL_OUTPUT = """10.12.1.1:5000/sparkfleet/vllm-ds41f@sha256:5d1c: Pulling from sparkfleet/vllm-ds41f
+9fc8a1bd3d37: Already exists
+a51f8c2f6d10: Already exists
+3c2cba919283: Pulling fs layer
+5e3f2b8d4f7a: Pulling fs layer
+0b3f2c1e7d9a: Pulling fs layer
+5e3f2b8d4f7a: Waiting
+3c2cba919283: Verifying Checksum
+3c2cba919283: Download complete
+3c2cba919283: Pull complete
+0b3f2c1e7d9a: Download complete""".splitlines()
+
+
+def test_pull_layers_counts_the_last_status_of_each_layer() -> None:
+    assert pull_layers(PULL_OUTPUT) == {"layers": 5, "held": 2, "pulled": 1}
+    done = PULL_OUTPUT + ["5e3f2b8d4f7a: Pull complete", "0b3f2c1e7d9a: Pull complete", "Digest: sha256:5d1c",
+                          "Status: Downloaded newer image for 10.12.1.1:5000/sparkfleet/vllm-ds41f@sha256:5d1c"]
+    assert pull_layers(done) == {"layers": 5, "held": 2, "pulled": 3}
+    assert pull_layers([]) == {"layers": 0, "held": 0, "pulled": 0}
+
+
+def test_pull_progress_lines_follow_each_receiver_of_the_wave() -> None:
+    wave = registry_waves(RING, "dgx1", ["dgx2", "dgx4"])["waves"][0]["pulls"]
+    lines = pull_progress_lines(wave, {"dgx2": PULL_OUTPUT, "dgx4": []}, {"dgx4": True}, 12.7)
+    assert lines == ["12 s since the wave started",
+                     "dgx1 -> dgx2: 1 of 3 layers pulled (2 held already), pulling",
+                     "dgx1 -> dgx4: 0 of 0 layers pulled, ended"]
+    with pytest.raises(FanoutError, match="^no pull output for the receiver dgx4 of dgx1$"):
+        pull_progress_lines(wave, {"dgx2": []}, {}, 1)
+    with pytest.raises(FanoutError, match="^elapsed_s must be seconds >= 0"):
+        pull_progress_lines(wave, {}, {}, -1)

@@ -116,6 +116,17 @@ def spark_image_paths(plan: Any, registry: Any, stream: Any, port: Any = None) -
                  [dict(w) for w in registry], [list(w) for w in stream], None if port is None else int(port))
 
 
+def spark_pull_progress(wave: Any, logs: Any, ended: Any, elapsed_s: Any) -> list[str]:
+    """Progress lines of one registry wave: each pull's layers pulled of those its receiver lacked, ended or not."""
+    if not isinstance(wave, Mapping) or not isinstance(wave.get("pulls"), Sequence):
+        raise AnsibleFilterError("spark_pull_progress: wave must be one wave of spark_registry_waves")
+    for name, value in (("logs", logs), ("ended", ended)):
+        if not isinstance(value, Mapping):
+            raise AnsibleFilterError(f"spark_pull_progress: {name} must map each receiver to a value")
+    return _call(_FANOUT.pull_progress_lines, [dict(p) for p in wave["pulls"]],
+                 {str(h): list(v or []) for h, v in logs.items()}, dict(ended), elapsed_s)
+
+
 def spark_fabric_addresses(plan: Any, host: str) -> list[str]:
     """The host's fabric addresses in the plan, path order (the names of its registry certificate)."""
     return _call(_FANOUT.fabric_addresses, _plan_nodes(plan, "spark_fabric_addresses"), host)
@@ -164,6 +175,7 @@ class FilterModule:
             "spark_registry_waves": spark_registry_waves,
             "spark_fabric_addresses": spark_fabric_addresses,
             "spark_image_paths": spark_image_paths,
+            "spark_pull_progress": spark_pull_progress,
             "spark_fanout_senders": spark_fanout_senders,
             "spark_fanout_vetted": spark_fanout_vetted,
             "spark_fanout_progress": spark_fanout_progress,

@@ -13,6 +13,7 @@ Pure: the input is the `nodes` list of the fabric plan (`spark_plan`, also writt
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_disk import human_bytes
@@ -120,10 +121,13 @@ def _management_wave(source: str, missing: Sequence[str], mgmt: Mapping[str, Opt
 
 def registry_waves(nodes: Sequence[Mapping[str, Any]], source: str, targets: Sequence[str],
                    holders: Sequence[str] = (), management_fallback: bool = False) -> Dict[str, Any]:
-    """{waves: [{registries: [{host, listen}], pulls: [{to, from, address}]}], stream: [[management transfers]]}.
+    """{waves: [{registries: [{host, listen}], pulls: [{to, from, address}]}], stream: [[management transfers]],
+    servers: {sender: listen addresses of all its waves}, names: {sender: its fabric addresses (its certificate)},
+    clients: {receiver: the registry addresses it pulls from}}.
 
     `address` is the sender's own fabric address on the receiver's first path to it; `listen` are a sender's
-    addresses its receivers use, nothing else."""
+    addresses its receivers use, nothing else. `servers`, `names` and `clients` let every registry be set up
+    at once, before the first wave."""
     links = cable_addresses(nodes)
     waves: List[Dict[str, Any]] = []
     stream: List[List[Dict[str, Any]]] = []
@@ -140,7 +144,16 @@ def registry_waves(nodes: Sequence[Mapping[str, Any]], source: str, targets: Seq
             if pull["address"] not in addresses:
                 addresses.append(pull["address"])
         waves.append({"registries": [{"host": h, "listen": a} for h, a in listen.items()], "pulls": pulls})
-    return {"waves": waves, "stream": stream}
+    servers: Dict[str, List[str]] = {}
+    clients: Dict[str, List[str]] = {}
+    for wave in waves:
+        for registry in wave["registries"]:
+            servers.setdefault(registry["host"], []).extend(
+                a for a in registry["listen"] if a not in servers.get(registry["host"], []))
+        for pull in wave["pulls"]:
+            clients.setdefault(pull["to"], []).append(pull["address"])
+    names = {host: fabric_addresses(nodes, host) for host in servers}
+    return {"waves": waves, "stream": stream, "servers": servers, "names": names, "clients": clients}
 
 
 def fabric_addresses(nodes: Sequence[Mapping[str, Any]], host: str) -> List[str]:
@@ -150,6 +163,42 @@ def fabric_addresses(nodes: Sequence[Mapping[str, Any]], host: str) -> List[str]
             ifaces = sorted(node.get("interfaces") or [], key=lambda i: int(i.get("path") or 0))
             return [str(i["address"]).split("/")[0] for i in ifaces if i.get("address")]
     raise FanoutError(f"{host} is not in the fabric plan")
+
+
+_LAYER_LINE = re.compile(r"^([0-9a-f]{12}): (.+)$")
+
+
+def pull_layers(lines: Sequence[str]) -> Dict[str, int]:
+    """{layers, held, pulled}: of `docker pull`'s plain output (one status line per layer and change), the layers
+    of the image, those the engine held already, and those pulled and extracted so far."""
+    last: Dict[str, str] = {}
+    for line in lines:
+        match = _LAYER_LINE.match(str(line).strip())
+        if match:
+            last[match.group(1)] = match.group(2).strip()
+    return {"layers": len(last), "held": sum(1 for v in last.values() if v == "Already exists"),
+            "pulled": sum(1 for v in last.values() if v == "Pull complete")}
+
+
+def pull_progress_lines(pulls: Sequence[Mapping[str, Any]], logs: Mapping[str, Sequence[str]],
+                        ended: Mapping[str, Any], elapsed_s: Any) -> List[str]:
+    """One line per pull of a registry wave ({from, to}): layers pulled of those the receiver lacked, and whether
+    it ended (`ended`, by receiver; how it ended is the pull's own result). The first line says how long the wave
+    has run."""
+    if isinstance(elapsed_s, bool) or not isinstance(elapsed_s, (int, float)) or elapsed_s < 0:
+        raise FanoutError(f"elapsed_s must be seconds >= 0, got {elapsed_s!r}")
+    lines = [f"{int(elapsed_s)} s since the wave started"]
+    for pull in pulls:
+        receiver = str(pull.get("to") or "")
+        if receiver not in logs:
+            raise FanoutError(f"no pull output for the receiver {receiver or '(unnamed)'} of {pull.get('from')}")
+        count = pull_layers(logs[receiver])
+        needed = count["layers"] - count["held"]
+        text = f"{pull.get('from')} -> {receiver}: {count['pulled']} of {needed} layers pulled"
+        if count["held"]:
+            text += f" ({count['held']} held already)"
+        lines.append(text + (", ended" if ended.get(receiver) else ", pulling"))
+    return lines
 
 
 def delivery_paths(current: Sequence[str], retag: Sequence[str], registry: Sequence[Mapping[str, Any]],
