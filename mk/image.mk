@@ -7,13 +7,15 @@
 #   make bench-distribution   tp4 lab: our distribution vs sequential `docker save | ssh docker load`, first
 #                             distribution of a >= 500 MB multi-layer image and a one-small-layer update.
 #                             BENCH_LAB=reuse measures on the tp4 lab that is up (site-converge or lab-up + overlay)
-#                             and leaves it up.
+#                             and leaves it up. BENCH_LAYER_MB sizes each of the image's five data layers (110).
 # Unit tests (tests/image/) run in `make unit`.
 
 # Not in `make test` itself: site-tp3 runs the same build, distribution, identity and model checks on the shared
 # triangle lab (molecule/site imports them); this scenario keeps them runnable alone (130 s on 2026-12-07).
 
 .PHONY: test-image bench-distribution image-bench-session
+
+BENCH_LAYER_MB ?= 110
 
 test-image: setup lab-image ## molecule test of the image and model roles on the tp3 lab
 	@start=$$(date +%s); $(call lab_scenario,tp3,$(MOLECULE_TEST) image) \
@@ -22,7 +24,7 @@ test-image: setup lab-image ## molecule test of the image and model roles on the
 bench-distribution: setup lab-image ## Time our image distribution against sequential save|load on the tp4 lab
 ifeq ($(BENCH_LAB),reuse)
 	test -f $(LAB_STATE)/tp4/inventory/hosts.yml && \
-	$(PY) $(ROOT)/molecule/image/bench_distribution.py --inventory $(LAB_STATE)/tp4/inventory
+	$(PY) $(ROOT)/molecule/image/bench_distribution.py --inventory $(LAB_STATE)/tp4/inventory --layer-mb $(BENCH_LAYER_MB)
 else
 	$(LAB_SESSION) $(MAKE) --no-print-directory image-bench-session
 endif
@@ -33,4 +35,4 @@ image-bench-session:
 	@trap '$(MAKE) --no-print-directory lab-down TOPOLOGY=tp4 >/dev/null 2>&1' EXIT; \
 	$(MAKE) --no-print-directory lab-up TOPOLOGY=tp4 >/dev/null && \
 	SPARK_IMAGE_LAB_INVENTORY=$(LAB_STATE)/tp4/inventory $(BIN)/ansible-playbook molecule/image/overlay.yml >/dev/null && \
-	$(PY) $(ROOT)/molecule/image/bench_distribution.py --inventory $(LAB_STATE)/tp4/inventory
+	$(PY) $(ROOT)/molecule/image/bench_distribution.py --inventory $(LAB_STATE)/tp4/inventory --layer-mb $(BENCH_LAYER_MB)

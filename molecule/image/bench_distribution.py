@@ -76,7 +76,8 @@ def node_exec(container: str, script: str) -> str:
 
 
 class Lab:
-    def __init__(self, inventory: Path) -> None:
+    def __init__(self, inventory: Path, layer_mb: int) -> None:
+        self.layer_mb = layer_mb
         hosts = yaml.safe_load((inventory / "hosts.yml").read_text())["spark"]["hosts"]
         self.inventory = inventory
         self.containers = {h: h for h in hosts}  # a lab container is named after its inventory host
@@ -94,7 +95,7 @@ class Lab:
         return {"spark_image_release": release,
                 "spark_image_build_dockerfile": str(ROOT / "lab/standin/images/bench.Dockerfile"),
                 "spark_image_build_args": {"BASE_IMAGE": self.settings["spark_image_build_args"]["BASE_IMAGE"],
-                                           "BENCH_UPDATE": str(update)},
+                                           "BENCH_UPDATE": str(update), "BENCH_LAYER_MB": str(self.layer_mb)},
                 "spark_image_distribute_management_fallback": True}
 
     def drop(self, tag: str) -> None:
@@ -122,15 +123,20 @@ class Lab:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--inventory", required=True, type=Path)
+    parser.add_argument("--layer-mb", type=int, default=110,
+                        help="size of each of the bench image's five data layers (the image is about 5x this)")
     args = parser.parse_args()
     for old in LOGS.glob("run-*.log"):
         old.unlink()
-    lab = Lab(args.inventory.resolve())
+    lab = Lab(args.inventory.resolve(), args.layer_mb)
     log(f"head {lab.head}, workers {', '.join(lab.workers)}; preparing fabric and lab upstreams")
     playbook(lab.inventory, "molecule/image/prepare.yml")
-    first, second = lab.tag("bench1"), lab.tag("bench2")
+    # The releases name the layer size: the tag comes from the lock alone, so a reused lab would otherwise take
+    # one size's image for another's.
+    one, two = f"bench1m{args.layer_mb}", f"bench2m{args.layer_mb}"
+    first, second = lab.tag(one), lab.tag(two)
     log(f"building {first} on {lab.head}")
-    playbook(lab.inventory, "playbooks/image.yml", "--tags", "image-build", extra=lab.extra("bench1", 1))
+    playbook(lab.inventory, "playbooks/image.yml", "--tags", "image-build", extra=lab.extra(one, 1))
     log(f"{first}: {lab.image_size(first) / 1e6:.0f} MB")
     playbook(lab.inventory, "molecule/image/bench-ssh.yml")
 
@@ -140,23 +146,23 @@ def main() -> None:
     lab.drop(second)
     lab.empty_registry()
     first_s = playbook(lab.inventory, "playbooks/image.yml", "--tags", "image-distribute",
-                       extra=lab.extra("bench1", 1))
+                       extra=lab.extra(one, 1))
     log(f"(a) ours, first distribution: {first_s:.1f} s")
     lab.drop(first)
     first_base = lab.baseline(first)
     log(f"(a) baseline, first distribution: {first_base:.1f} s")
 
     log(f"building {second} (one small layer changed)")
-    playbook(lab.inventory, "playbooks/image.yml", "--tags", "image-build", extra=lab.extra("bench2", 2))
+    playbook(lab.inventory, "playbooks/image.yml", "--tags", "image-build", extra=lab.extra(two, 2))
     lab.drop(second)  # the workers hold the first image only (from the baseline above)
     update_s = playbook(lab.inventory, "playbooks/image.yml", "--tags", "image-distribute",
-                        extra=lab.extra("bench2", 2))
+                        extra=lab.extra(two, 2))
     log(f"(b) ours, update: {update_s:.1f} s")
     lab.drop(second)
     update_base = lab.baseline(second)
     log(f"(b) baseline, update: {update_base:.1f} s")
 
-    floor = playbook(lab.inventory, "playbooks/image.yml", "--tags", "image-distribute", extra=lab.extra("bench2", 2))
+    floor = playbook(lab.inventory, "playbooks/image.yml", "--tags", "image-distribute", extra=lab.extra(two, 2))
     log(f"ours with nothing to send (the orchestration floor of this run): {floor:.1f} s")
 
     result = {"first_s": round(first_s, 1), "first_baseline_s": round(first_base, 1),
