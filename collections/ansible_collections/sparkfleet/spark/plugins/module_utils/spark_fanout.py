@@ -119,6 +119,16 @@ def _management_wave(source: str, missing: Sequence[str], mgmt: Mapping[str, Opt
 # it lacks move, all receivers at once. A receiver that sends in a later wave pulled the image first and then
 # serves it from its own registry. Transfers over the management network (the fallback) stay streams.
 
+def _addresses_by(pulls: Sequence[Mapping[str, Any]], key: str) -> Dict[str, List[str]]:
+    """{pull[key]: the pulls' addresses, each once, in order}: a sender's listen addresses or a receiver's."""
+    found: Dict[str, List[str]] = {}
+    for pull in pulls:
+        addresses = found.setdefault(pull[key], [])
+        if pull["address"] not in addresses:
+            addresses.append(pull["address"])
+    return found
+
+
 def registry_waves(nodes: Sequence[Mapping[str, Any]], source: str, targets: Sequence[str],
                    holders: Sequence[str] = (), management_fallback: bool = False) -> Dict[str, Any]:
     """{waves: [{registries: [{host, listen}], pulls: [{to, from, address}]}], stream: [[management transfers]],
@@ -138,20 +148,11 @@ def registry_waves(nodes: Sequence[Mapping[str, Any]], source: str, targets: Seq
         if not fabric:
             continue
         pulls = [{"to": t["to"], "from": t["from"], "address": links[(t["to"], t["from"])][0]} for t in fabric]
-        listen: Dict[str, List[str]] = {}
-        for pull in pulls:
-            addresses = listen.setdefault(pull["from"], [])
-            if pull["address"] not in addresses:
-                addresses.append(pull["address"])
+        listen = _addresses_by(pulls, "from")
         waves.append({"registries": [{"host": h, "listen": a} for h, a in listen.items()], "pulls": pulls})
-    servers: Dict[str, List[str]] = {}
-    clients: Dict[str, List[str]] = {}
-    for wave in waves:
-        for registry in wave["registries"]:
-            servers.setdefault(registry["host"], []).extend(
-                a for a in registry["listen"] if a not in servers.get(registry["host"], []))
-        for pull in wave["pulls"]:
-            clients.setdefault(pull["to"], []).append(pull["address"])
+    every_pull = [pull for wave in waves for pull in wave["pulls"]]
+    servers = _addresses_by(every_pull, "from")
+    clients = _addresses_by(every_pull, "to")
     names = {host: fabric_addresses(nodes, host) for host in servers}
     return {"waves": waves, "stream": stream, "servers": servers, "names": names, "clients": clients}
 
