@@ -30,7 +30,7 @@ export PATH := $(BIN):$(PATH)
 TEST_TARGETS := lint syntax render-check unit
 NODE_TEST_TARGETS :=
 
-.PHONY: help setup test test-nodes test-lane test-labs lint unit unit-timing syntax render-check render validate demo demo-down clean
+.PHONY: help setup test failures test-nodes test-lane test-labs lint unit unit-timing syntax render-check render validate demo demo-down clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sort | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
@@ -111,8 +111,24 @@ demo-down: lab-down ## Remove everything make demo started
 test-nodes: setup lab-image ## The one-node molecule scenarios (host, memory guard, bench schedule) side by side
 	@$(MAKE) --no-print-directory -j$(words $(NODE_TEST_TARGETS)) --output-sync=target $(addprefix timed-,$(NODE_TEST_TARGETS))
 
+# A target's output is also kept in build/logs/make-<target>.out; a failed one is listed in FAILED_LIST, innermost
+# first, so make test can print the failure again at its very end (CI keeps only the end of the output, and a lane
+# that fails early is printed long before the lane beside it ends).
+FAILED_LIST := $(BUILD)/logs/failed-targets
+
 timed-%:
-	@start=$$(date +%s); $(MAKE) --no-print-directory $*; echo "=== make $* passed in $$(( $$(date +%s) - start )) s"
+	@start=$$(date +%s); mkdir -p $(BUILD)/logs; rc=0; \
+	  $(MAKE) --no-print-directory $* 2>&1 | tee $(BUILD)/logs/make-$*.out || rc=$$?; \
+	  if [ $$rc -ne 0 ]; then echo "$*" >> $(FAILED_LIST); \
+	    echo "=== make $* FAILED after $$(( $$(date +%s) - start )) s"; exit $$rc; fi; \
+	  echo "=== make $* passed in $$(( $$(date +%s) - start )) s"
+
+# The first failed target's last lines (its own summary: pytest's, ansible-lint's or molecule's failed tasks).
+failures:
+	@test -s $(FAILED_LIST) || exit 0; \
+	  first=$$(head -n1 $(FAILED_LIST)); \
+	  echo "=== failed: $$(tr '\n' ' ' < $(FAILED_LIST))(innermost first); the end of make $$first (whole: build/logs/make-$$first.out):"; \
+	  sed -e 's/\x1b\[[0-9;]*m//g' $(BUILD)/logs/make-$$first.out | grep -a -v -E '^\s*$$' | cut -c1-600 | tail -n 60
 
 # The lane beside site-tp3: LANE_TARGETS one after another; AFTER_LANES run alone before site-tp4.
 LANE_TARGETS ?= $(NODE_TEST_TARGETS)
@@ -127,8 +143,9 @@ test-labs: setup lab-image ## Every lab scenario: site-tp3 beside the one-node s
 	@for t in $(AFTER_LANES) test-site-tp4 test-site-sw4; do $(MAKE) --no-print-directory timed-$$t; done
 
 test: ## Run every test (CI): site-tp3 beside the static checks and one-node scenarios, then unit-timing, site-tp4, site-sw4
-	@all=$$(date +%s); \
-	  $(MAKE) --no-print-directory test-labs LANE_TARGETS="$(TEST_TARGETS) $(NODE_TEST_TARGETS)" AFTER_LANES=unit-timing; \
+	@all=$$(date +%s); rm -f $(FAILED_LIST); \
+	  $(MAKE) --no-print-directory test-labs LANE_TARGETS="$(TEST_TARGETS) $(NODE_TEST_TARGETS)" AFTER_LANES=unit-timing \
+	    || { rc=$$?; $(MAKE) --no-print-directory failures; exit $$rc; }; \
 	  echo "make test: $(TEST_TARGETS) $(NODE_TEST_TARGETS) unit-timing test-site-tp3 test-site-tp4 test-site-sw4 passed in $$(( $$(date +%s) - all )) s"
 
 clean: ## Remove build artifacts (keeps .venv)
