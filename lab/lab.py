@@ -67,6 +67,8 @@ HOST_KEY = "/etc/ssh/ssh_host_ed25519_key.pub"
 # The planning filters' default management interface (a Spark's 10 GbE port), for nodes without a plan.
 DEFAULT_MGMT_INTERFACE = "enP7s7"
 NETWORKD, NETWORKMANAGER = "networkd", "NetworkManager"
+# The lab's own registry CA directory, beside its inventory.
+REGISTRY_CA = "registry-ca"
 
 
 class LabError(Exception):
@@ -611,13 +613,15 @@ def write_inventory(source: Path, dest: Path, lab: LabPlan, access: Access) -> P
             (tmp / sub).mkdir()  # always present: molecule links both directories
     # Lab nodes run systemd-networkd (all but the last, which runs NetworkManager) and have no GPU, NVIDIA
     # driver or RDMA device: the inventory settings the lab changes (checks that need the hardware report not
-    # applicable).
+    # applicable). The lab's registry CA lives with the lab, never in the controller's own fleet CA.
     (tmp / "group_vars" / "spark").mkdir(parents=True, exist_ok=True)
     (tmp / "group_vars" / "spark" / "lab.yml").write_text(
         "---\n# Written by lab/lab.py: the lab nodes render the fabric for systemd-networkd (host_vars\n"
-        "# name the NetworkManager node) and lack the Spark's GPU, driver and RDMA devices.\n"
+        "# name the NetworkManager node) and lack the Spark's GPU, driver and RDMA devices; the lab has its\n"
+        "# own registry CA.\n"
         f"spark_fabric_netplan_renderer: {NETWORKD}\n"
-        "spark_device_policy: available\n")
+        "spark_device_policy: available\n"
+        f"spark_image_registry_ca_controller_dir: {dest.parent / REGISTRY_CA}\n")
     for node in lab.nodes:
         content = renderer_vars(node)
         if content is not None:
@@ -819,6 +823,7 @@ def up(args: argparse.Namespace) -> None:
     phases.done("render")
     close_masters(lab.slot)
     stale = remove_all(slot_filter(lab.slot))
+    shutil.rmtree(state / REGISTRY_CA, ignore_errors=True)  # a new lab's nodes trust a new CA
     if any(stale.values()):
         log(f"removed leftovers of an earlier lab: {json.dumps(stale)}")
     phases.done("cleanup")

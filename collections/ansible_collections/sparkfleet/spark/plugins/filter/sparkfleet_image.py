@@ -14,13 +14,14 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_image as _IMAGE
 from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_fanout as _FANOUT
+from ansible_collections.sparkfleet.spark.plugins.module_utils import spark_registry_pki as _PKI
 from ansible_collections.sparkfleet.spark.plugins.module_utils.spark_data import plain as _plain
 
 
 def _call(function: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         return function(*(_plain(a) for a in args), **{k: _plain(v) for k, v in kwargs.items()})
-    except (_IMAGE.ImageError, _FANOUT.FanoutError) as exc:
+    except (_IMAGE.ImageError, _FANOUT.FanoutError, _PKI.PkiError) as exc:
         raise AnsibleFilterError(str(exc)) from exc
 
 
@@ -127,6 +128,29 @@ def spark_pull_progress(wave: Any, logs: Any, ended: Any, elapsed_s: Any) -> lis
                  {str(h): list(v or []) for h, v in logs.items()}, dict(ended), elapsed_s)
 
 
+def _int(name: str, value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"{name} must be a whole number, got {value!r}") from exc
+
+
+def spark_registry_pki(record: Any, files: Any, wanted: Any, now: Any, cert_days: Any, renew_days: Any) -> dict[str, Any]:
+    """Whether the registry CA's certificate work can be skipped, and which certificates are due or stale."""
+    if isinstance(files, (str, bytes)) or not isinstance(files, Sequence):
+        raise AnsibleFilterError("spark_registry_pki: files must be the CA directory's file names")
+    return _call(_PKI.pki_state, record, [str(f) for f in files], wanted, _int("now", now),
+                 _int("spark_image_registry_cert_days", cert_days),
+                 _int("spark_image_registry_cert_renew_days", renew_days))
+
+
+def spark_registry_pki_record(record: Any, wanted: Any, reissued: Any, now: Any) -> dict[str, Any]:
+    """The registry CA's record after a run that (re)issued the `reissued` senders' certificates."""
+    if isinstance(reissued, (str, bytes)) or not isinstance(reissued, Sequence):
+        raise AnsibleFilterError("spark_registry_pki_record: reissued must be a list of senders")
+    return _call(_PKI.pki_record, record, wanted, [str(h) for h in reissued], _int("now", now))
+
+
 def spark_fabric_addresses(plan: Any, host: str) -> list[str]:
     """The host's fabric addresses in the plan, path order (the names of its registry certificate)."""
     return _call(_FANOUT.fabric_addresses, _plan_nodes(plan, "spark_fabric_addresses"), host)
@@ -176,6 +200,8 @@ class FilterModule:
             "spark_fabric_addresses": spark_fabric_addresses,
             "spark_image_paths": spark_image_paths,
             "spark_pull_progress": spark_pull_progress,
+            "spark_registry_pki": spark_registry_pki,
+            "spark_registry_pki_record": spark_registry_pki_record,
             "spark_fanout_senders": spark_fanout_senders,
             "spark_fanout_vetted": spark_fanout_vetted,
             "spark_fanout_progress": spark_fanout_progress,
