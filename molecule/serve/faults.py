@@ -101,6 +101,13 @@ def nothing_left(label: str) -> None:
           all(not c and g != "active" for c, g in left.values()), left)
 
 
+def stopped_group() -> None:
+    """Nothing of the group left: stop.yml, unless the previous fault already ended there."""
+    if any(containers(h) or guard_active(h) == "active" for h in HOSTS):
+        check("stop.yml stops the group", playbook("stop.yml").returncode == 0)
+        nothing_left("after stop.yml")
+
+
 def planted_secret_vars() -> tuple[str, Path]:
     """A random secret in a secret-named variable of the serving environment, in a 0600 extra-vars file."""
     secret = "lab-" + secrets.token_hex(16)
@@ -193,7 +200,7 @@ def rollback_fails_too() -> None:
 
 
 def interrupted_controller() -> None:
-    check("stop.yml stops the group", playbook("stop.yml").returncode == 0)
+    stopped_group()
     argv = [str(ROOT / ".venv/bin/ansible-playbook"), "-i", INVENTORY, str(ROOT / "playbooks/serve.yml"),
             "-e", f"spark_serve_failed_dir={FAILED_DIR}"]
     proc = subprocess.Popen(argv, cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -216,7 +223,7 @@ def interrupted_controller() -> None:
 
 
 def dead_worker() -> None:
-    check("stop.yml stops the group", playbook("stop.yml").returncode == 0)
+    stopped_group()
     argv = [str(ROOT / ".venv/bin/ansible-playbook"), "-i", INVENTORY, str(ROOT / "playbooks/serve.yml"),
             "-e", "serve_lab_startup_s=30", "-e", f"spark_serve_failed_dir={FAILED_DIR}"]
     proc = subprocess.Popen(argv, cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=ENV)
