@@ -3,7 +3,7 @@
 #                      profile with the stand-in image (TEST DOUBLE); idempotence, status, the faults (broken-image
 #                      replace, interrupted controller, dead worker, guard trip), supervised mode (a killed worker is
 #                      restarted with its group, a second kill beyond the rate limit is not), stop. Measured on the
-#                      2-core build machine beside the unit tests on 2026-12-08 (faults: replace 56 s, failed
+#                      2-core build machine, nothing else running, on 2026-12-08 (faults: replace 56 s, failed
 #                      rollback 35 s, interrupt 46 s, dead worker 42 s, guard trip 24 s, supervised 68 s).
 
 # Not in `make test` itself: site-tp3 runs the same faults (molecule/site/serve-faults.yml runs faults.py) on the
