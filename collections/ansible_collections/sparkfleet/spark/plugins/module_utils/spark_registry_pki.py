@@ -45,9 +45,9 @@ def _renew_at(entry: Mapping[str, Any], cert_days: int, renew_days: int) -> int:
 
 def pki_state(record: Any, files: Sequence[str], wanted: Any, now: int, cert_days: int,
               renew_days: int) -> dict[str, Any]:
-    """`{current, due, stale}`: current when nothing on the controller needs doing for these senders; due, the
-    senders whose certificate reaches its renewal time; stale, those whose record is missing or names other
-    addresses."""
+    """`{current, due, stale, missing}`: current when nothing on the controller needs doing for these senders;
+    due, the senders whose certificate reaches its renewal time; stale, those whose record is missing or names
+    other addresses; missing, the CA and certificate files that are not there."""
     if not 0 <= renew_days < cert_days:
         raise PkiError(f"spark_image_registry_cert_renew_days ({renew_days}) must be at least 0 and below "
                        f"spark_image_registry_cert_days ({cert_days})")
