@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -214,12 +213,14 @@ def test_a_monitored_run_records_every_rank(standin: Callable[..., Standin], tmp
 
 
 def test_memory_below_the_floor_halts_the_run(standin: Callable[..., Standin], tmp_path: Path) -> None:
-    server = standin({"STANDIN_ITL_S": "0.01"})
+    # Memory runs short the moment the decode matrix starts (no timer), and each decode request takes about 0.3 s:
+    # the matrix outlasts the monitor's next samples (every 0.2 s) even on a loaded machine.
+    server = standin({"STANDIN_ITL_S": "0.02"})
     r0, mem = fake_rank(tmp_path, "r0", 8.0)
 
     def log(line: str) -> None:
         if line.startswith("suite decode"):  # memory runs short once the decode matrix starts
-            threading.Timer(0.3, lambda: mem.write_text(meminfo(2.25))).start()
+            mem.write_text(meminfo(2.25))
 
     report = _run(server, tmp_path, [{"node": "r0", "argv": r0, "python": sys.executable, "gpu_required": False}],
                   log)
